@@ -1,0 +1,195 @@
+"""Consumer groups: coordinators, membership, offsets."""
+
+from ..schema import Api
+
+__all__ = ['OFFSET_COMMIT', 'OFFSET_FETCH', 'FIND_COORDINATOR', 'JOIN_GROUP', 'HEARTBEAT', 'LEAVE_GROUP', 'SYNC_GROUP', 'DESCRIBE_GROUPS', 'LIST_GROUPS']
+
+
+OFFSET_COMMIT = Api(8, "OffsetCommit", "0-10", flexible="8+", request="""
+    group_id                         string    0+
+    generation_id_or_member_epoch    int32     1+     default=-1 ignorable
+    member_id                        string    1+     ignorable
+    group_instance_id                string    7+     null=7+ default=null
+    retention_time_ms                int64     2-4    default=-1 ignorable
+    topics                           []        0+
+      name                           string    0-9    ignorable
+      topic_id                       uuid      10+    ignorable
+      partitions                     []        0+
+        partition_index              int32     0+
+        committed_offset             int64     0+
+        committed_leader_epoch       int32     6+     default=-1 ignorable
+        commit_timestamp             int64     1      default=-1
+        committed_metadata           string    0+     null
+""", response="""
+    throttle_time_ms                 int32     3+     ignorable
+    topics                           []        0+
+      name                           string    0-9    ignorable
+      topic_id                       uuid      10+    ignorable
+      partitions                     []        0+
+        partition_index              int32     0+
+        error_code                   int16     0+
+""")
+
+OFFSET_FETCH = Api(9, "OffsetFetch", "0-10", flexible="6+", request="""
+    group_id                         string    0-7
+    topics                           []        0-7    null=2-7
+      name                           string    0-7
+      partition_indexes              [int32]   0-7
+    groups                           []        8+
+      group_id                       string    8+
+      member_id                      string    9+     null=9+ default=null ignorable
+      member_epoch                   int32     9+     default=-1 ignorable
+      topics                         []        8+     null=8+
+        name                         string    8-9    ignorable
+        topic_id                     uuid      10+    ignorable
+        partition_indexes            [int32]   8+
+    require_stable                   bool      7+
+""", response="""
+    throttle_time_ms                 int32     3+     ignorable
+    topics                           []        0-7
+      name                           string    0-7
+      partitions                     []        0-7
+        partition_index              int32     0-7
+        committed_offset             int64     0-7
+        committed_leader_epoch       int32     5-7    default=-1 ignorable
+        metadata                     string    0-7    null=0-7
+        error_code                   int16     0-7
+    error_code                       int16     2-7    ignorable
+    groups                           []        8+
+      group_id                       string    8+
+      topics                         []        8+
+        name                         string    8-9    ignorable
+        topic_id                     uuid      10+    ignorable
+        partitions                   []        8+
+          partition_index            int32     8+
+          committed_offset           int64     8+
+          committed_leader_epoch     int32     8+     default=-1 ignorable
+          metadata                   string    8+     null=8+
+          error_code                 int16     8+
+      error_code                     int16     8+
+""")
+
+FIND_COORDINATOR = Api(10, "FindCoordinator", "0-6", flexible="3+", request="""
+    key                              string    0-3
+    key_type                         int8      1+
+    coordinator_keys                 [string]  4+
+""", response="""
+    throttle_time_ms                 int32     1+     ignorable
+    error_code                       int16     0-3
+    error_message                    string    1-3    null=1-3 ignorable
+    node_id                          int32     0-3
+    host                             string    0-3
+    port                             int32     0-3
+    coordinators                     []        4+
+      key                            string    4+
+      node_id                        int32     4+
+      host                           string    4+
+      port                           int32     4+
+      error_code                     int16     4+
+      error_message                  string    4+     null=4+ ignorable
+""")
+
+JOIN_GROUP = Api(11, "JoinGroup", "0-9", flexible="6+", request="""
+    group_id                         string    0+
+    session_timeout_ms               int32     0+
+    rebalance_timeout_ms             int32     1+     default=-1 ignorable
+    member_id                        string    0+
+    group_instance_id                string    5+     null=5+ default=null
+    protocol_type                    string    0+
+    protocols                        []        0+
+      name                           string    0+
+      metadata                       bytes     0+
+    reason                           string    8+     null=8+ default=null ignorable
+""", response="""
+    throttle_time_ms                 int32     2+     ignorable
+    error_code                       int16     0+
+    generation_id                    int32     0+     default=-1
+    protocol_type                    string    7+     null=7+ default=null ignorable
+    protocol_name                    string    0+     null=7+
+    leader                           string    0+
+    skip_assignment                  bool      9+
+    member_id                        string    0+
+    members                          []        0+
+      member_id                      string    0+
+      group_instance_id              string    5+     null=5+ default=null ignorable
+      metadata                       bytes     0+
+""")
+
+HEARTBEAT = Api(12, "Heartbeat", "0-4", flexible="4+", request="""
+    group_id                         string    0+
+    generation_id                    int32     0+
+    member_id                        string    0+
+    group_instance_id                string    3+     null=3+ default=null
+""", response="""
+    throttle_time_ms                 int32     1+     ignorable
+    error_code                       int16     0+
+""")
+
+LEAVE_GROUP = Api(13, "LeaveGroup", "0-5", flexible="4+", request="""
+    group_id                         string    0+
+    member_id                        string    0-2
+    members                          []        3+
+      member_id                      string    3+
+      group_instance_id              string    3+     null=3+ default=null
+      reason                         string    5+     null=5+ default=null ignorable
+""", response="""
+    throttle_time_ms                 int32     1+     ignorable
+    error_code                       int16     0+
+    members                          []        3+
+      member_id                      string    3+
+      group_instance_id              string    3+     null=3+
+      error_code                     int16     3+
+""")
+
+SYNC_GROUP = Api(14, "SyncGroup", "0-5", flexible="4+", request="""
+    group_id                         string    0+
+    generation_id                    int32     0+
+    member_id                        string    0+
+    group_instance_id                string    3+     null=3+ default=null
+    protocol_type                    string    5+     null=5+ default=null ignorable
+    protocol_name                    string    5+     null=5+ default=null ignorable
+    assignments                      []        0+
+      member_id                      string    0+
+      assignment                     bytes     0+
+""", response="""
+    throttle_time_ms                 int32     1+     ignorable
+    error_code                       int16     0+
+    protocol_type                    string    5+     null=5+ default=null ignorable
+    protocol_name                    string    5+     null=5+ default=null ignorable
+    assignment                       bytes     0+
+""")
+
+DESCRIBE_GROUPS = Api(15, "DescribeGroups", "0-6", flexible="5+", request="""
+    groups                           [string]  0+
+    include_authorized_operations    bool      3+
+""", response="""
+    throttle_time_ms                 int32     1+     ignorable
+    groups                           []        0+
+      error_code                     int16     0+
+      error_message                  string    6+     null=6+ default=null
+      group_id                       string    0+
+      group_state                    string    0+
+      protocol_type                  string    0+
+      protocol_data                  string    0+
+      members                        []        0+
+        member_id                    string    0+
+        group_instance_id            string    4+     null=4+ default=null ignorable
+        client_id                    string    0+
+        client_host                  string    0+
+        member_metadata              bytes     0+
+        member_assignment            bytes     0+
+      authorized_operations          int32     3+     default=-2147483648
+""")
+
+LIST_GROUPS = Api(16, "ListGroups", "0-5", flexible="3+", request="""
+    states_filter                    [string]  4+
+    types_filter                     [string]  5+
+""", response="""
+    throttle_time_ms                 int32     1+     ignorable
+    error_code                       int16     0+
+    groups                           []        0+
+      group_id                       string    0+
+      protocol_type                  string    0+
+      group_state                    string    4+     ignorable
+      group_type                     string    5+     ignorable
+""")

@@ -1,0 +1,88 @@
+"""API version negotiation, as pure functions of a broker's ApiVersions answer.
+
+Every connection asks the broker which versions it speaks (ApiVersions) and
+then uses, per API, the highest version both sides support. Ranges are per
+connection: ask again after every reconnect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import UnsupportedVersionError
+from .apis import APIS
+
+#: The versions kproto can encode and decode, per API key: (min, max).
+API_VERSIONS: dict[int, tuple[int, int]] = {
+    key: (api.versions.lo, api.versions.hi) for key, api in sorted(APIS.items())
+}
+
+PRODUCE, FETCH, API_VERSIONS_KEY = 0, 1, 18
+UNSUPPORTED_VERSION = 35
+#: Kafka 4.0 removed Produce v0-2 (KIP-896) but still advertises min 0
+#: (KAFKA-18659, for librdkafka); v3 is the real floor on such brokers.
+_PRODUCE_FLOOR_4X = 3
+_FIRST_4X_PRODUCE_MAX = 12
+
+
+def broker_ranges(api_versions: Mapping[str, Any] | Mapping[int, tuple[int, int]]
+                  ) -> dict[int, tuple[int, int]]:
+    """Normalise a decoded ApiVersions response (or a ``{key: (min, max)}`` map)
+    into ``{key: (min, max)}``, applying known broker quirks."""
+    if "api_keys" in api_versions:
+        ranges = {int(a["api_key"]): (int(a["min_version"]), int(a["max_version"]))
+                  for a in api_versions["api_keys"]}  # type: ignore[index]
+    else:
+        ranges = {int(k): (int(v[0]), int(v[1])) for k, v in api_versions.items()}  # type: ignore[index]
+    produce = ranges.get(PRODUCE)
+    if produce and produce[1] >= _FIRST_4X_PRODUCE_MAX and produce[0] < _PRODUCE_FLOOR_4X:
+        ranges[PRODUCE] = (_PRODUCE_FLOOR_4X, produce[1])
+    return ranges
+
+
+def common_ranges(broker: Mapping[str, Any] | Mapping[int, tuple[int, int]],
+                  ours: Mapping[int, tuple[int, int]] = API_VERSIONS) -> dict[int, tuple[int, int]]:
+    """Per API, the versions both sides support (APIs without overlap are left out)."""
+    out = {}
+    for key, (blo, bhi) in broker_ranges(broker).items():
+        if key in ours:
+            lo, hi = max(blo, ours[key][0]), min(bhi, ours[key][1])
+            if lo <= hi:
+                out[key] = (lo, hi)
+    return out
+
+
+def negotiate(broker: Mapping[str, Any] | Mapping[int, tuple[int, int]],
+              ours: Mapping[int, tuple[int, int]] = API_VERSIONS) -> dict[int, int]:
+    """Pick, per API, the highest version both kproto and the broker support.
+
+    ``broker`` is a decoded ApiVersions response body or ``{api_key: (min, max)}``.
+
+    >>> negotiate({3: (0, 12), 1: (4, 17)})
+    {3: 12, 1: 17}
+    """
+    return {key: hi for key, (lo, hi) in common_ranges(broker, ours).items()}
+
+
+def pick(negotiated: Mapping[int, int], api_key: int) -> int:
+    """The negotiated version of ``api_key``; raises if the broker lacks the API."""
+    try:
+        return negotiated[api_key]
+    except KeyError:
+        name = APIS[api_key].name if api_key in APIS else f"API {api_key}"
+        raise UnsupportedVersionError(
+            f"the broker supports no version of {name} that kproto speaks "
+            f"(kproto: {API_VERSIONS.get(api_key)})") from None
+
+
+def api_versions_retry(response: Mapping[str, Any], requested: int) -> int | None:
+    """After an ApiVersions request at ``requested`` got UNSUPPORTED_VERSION,
+    the version to retry with (the broker lists its own ApiVersions range in
+    the error response; without it, fall back to v0). None if no retry applies."""
+    if response.get("error_code") != UNSUPPORTED_VERSION or requested == 0:
+        return None
+    for entry in response.get("api_keys") or ():
+        if entry["api_key"] == API_VERSIONS_KEY:
+            return max(0, min(requested - 1, entry["max_version"], API_VERSIONS[API_VERSIONS_KEY][1]))
+    return 0

@@ -1,0 +1,102 @@
+"""kproto's declarations checked against the official Kafka JSON message definitions.
+
+The JSON files are read at test time from the installed kafka-python package
+(which ships Apache Kafka's ``common/message/*.json``); they are not copied
+into kproto. Every API and the embedded consumer protocol must agree on
+versions, flexible versions and, field by field, name, type, versions,
+nullability, tag, default and ignorability.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from kproto.protocol.apis import APIS, CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, REQUEST_HEADER, \
+    RESPONSE_HEADER
+from kproto.protocol.schema import ALL_VERSIONS, NO_VERSIONS, Field, Message, VersionRange
+
+load_json = pytest.importorskip("kafka.protocol.schemas.load_json").load_json
+
+_PRIMS = {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "string",
+          "bytes", "records", "uuid"}
+
+
+def official(name: str) -> dict[str, Any]:
+    return load_json(name, "kafka.protocol.schemas.resources")
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def expected_type(t: str) -> tuple[str, str | None]:
+    if t.startswith("[]"):
+        return ("array", t[2:]) if t[2:] in _PRIMS else ("struct_array", None)
+    return (t, None) if t in _PRIMS else ("struct", None)
+
+
+def parse_default(text: Any, typ: str) -> Any:
+    if isinstance(text, (bool, int)):
+        return text
+    if text == "null":
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    if typ == "string":
+        return text
+    return int(text, 0)
+
+
+def compare_fields(ours: tuple[Field, ...], theirs: list[dict[str, Any]], where: str) -> None:
+    assert [f.name for f in ours] == [snake(t["name"]) for t in theirs], where
+    for f, t in zip(ours, theirs):
+        here = f"{where}.{f.name}"
+        assert (f.type, f.item) == expected_type(t["type"]), here
+        assert f.versions == VersionRange.parse(t["versions"]), here
+        nv = t.get("nullableVersions")
+        assert f.nullable == (VersionRange.parse(nv) if nv else NO_VERSIONS) or \
+            (nv == "0+" and f.nullable == ALL_VERSIONS), here
+        assert f.tag == t.get("tag"), here
+        if "tag" in t:
+            assert VersionRange.parse(t.get("taggedVersions", t["versions"])) == f.versions, here
+        assert f.ignorable == bool(t.get("ignorable")), here
+        assert f.noflex == (t.get("flexibleVersions") == "none"), here
+        if "default" in t:
+            assert f.default_value() == parse_default(t["default"], f.type) or \
+                f.type == "struct", here
+        compare_fields(f.fields, t.get("fields", []), here)
+
+
+def compare_message(ours: Message, name: str, *, min_from_zero: bool) -> None:
+    theirs = official(name)
+    valid = VersionRange.parse(theirs["validVersions"])
+    assert ours.versions.hi == valid.hi, f"{name}: newest version"
+    # Kafka 4.0 dropped old versions from its definitions (KIP-896); kproto keeps
+    # speaking them to older brokers, so its range may start lower.
+    assert ours.versions.lo == (0 if min_from_zero else valid.lo), name
+    assert ours.flexible == VersionRange.parse(theirs["flexibleVersions"]), name
+    compare_fields(ours.fields, theirs["fields"], name)
+
+
+@pytest.mark.parametrize("api_key", sorted(APIS), ids=lambda k: APIS[k].name)
+def test_api_matches_kafka_json(api_key: int) -> None:
+    api = APIS[api_key]
+    req, resp = official(api.name + "Request"), official(api.name + "Response")
+    assert req["apiKey"] == resp["apiKey"] == api_key
+    compare_message(api.request, api.name + "Request", min_from_zero=True)
+    compare_message(api.response, api.name + "Response", min_from_zero=True)
+
+
+@pytest.mark.parametrize("message", [CONSUMER_SUBSCRIPTION, CONSUMER_ASSIGNMENT],
+                         ids=lambda m: m.name)
+def test_consumer_protocol_matches_kafka_json(message: Message) -> None:
+    compare_message(message, message.name, min_from_zero=False)
+
+
+def test_headers_match_kafka_json() -> None:
+    # RequestHeader v0 (no client_id) was removed in Kafka 4.0; kproto never sends it.
+    compare_message(REQUEST_HEADER, "RequestHeader", min_from_zero=True)
+    compare_message(RESPONSE_HEADER, "ResponseHeader", min_from_zero=False)
