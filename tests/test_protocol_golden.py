@@ -20,7 +20,8 @@ from kproto.protocol.schema import message
 
 # kafka-python test/protocol/metadata/test_api_versions.py: the v0-format answer a
 # broker gives to an ApiVersions request at a version it does not support.
-API_VERSIONS_V0_ERROR_FRAME = bytes.fromhex("00000010" "00000001" "0023" "00000001" "0012" "0000" "0003")
+API_VERSIONS_V0_ERROR_FRAME = bytes.fromhex(
+    "00000010" "00000001" "0023" "00000001" "0012" "0000" "0003")
 
 
 @pytest.mark.parametrize("version", range(0, 5))

@@ -14,8 +14,13 @@ from typing import Any
 
 import pytest
 
-from kproto.protocol.apis import APIS, CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, REQUEST_HEADER, \
-    RESPONSE_HEADER
+from kproto.protocol.apis import (
+    APIS,
+    CONSUMER_ASSIGNMENT,
+    CONSUMER_SUBSCRIPTION,
+    REQUEST_HEADER,
+    RESPONSE_HEADER,
+)
 from kproto.protocol.schema import ALL_VERSIONS, NO_VERSIONS, Field, Message, VersionRange
 
 load_json = pytest.importorskip("kafka.protocol.schemas.load_json").load_json
@@ -52,7 +57,7 @@ def parse_default(text: Any, typ: str) -> Any:
 
 def compare_fields(ours: tuple[Field, ...], theirs: list[dict[str, Any]], where: str) -> None:
     assert [f.name for f in ours] == [snake(t["name"]) for t in theirs], where
-    for f, t in zip(ours, theirs):
+    for f, t in zip(ours, theirs, strict=True):
         here = f"{where}.{f.name}"
         assert (f.type, f.item) == expected_type(t["type"]), here
         assert f.versions == VersionRange.parse(t["versions"]), here

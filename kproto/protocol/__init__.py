@@ -27,12 +27,20 @@ from ..errors import EncodeError, ProtocolError, UnsupportedVersionError
 from .apis import APIS, CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, REQUEST_HEADER, RESPONSE_HEADER
 from .engine import UNKNOWN_TAGS, MessageCodec, codec_for
 from .schema import Api, Message
-from .versions import API_VERSIONS, api_versions_retry, common_ranges, negotiate, pick
+from .versions import (
+    API_VERSIONS,
+    api_versions_retry,
+    broker_ranges,
+    common_ranges,
+    negotiate,
+    pick,
+)
 
 __all__ = [
     "API_VERSIONS", "ApiKey", "UNKNOWN_TAGS", "encode", "decode", "encode_request",
     "decode_request", "encode_response", "decode_response", "request_header_version",
-    "response_header_version", "negotiate", "common_ranges", "pick", "api_versions_retry",
+    "response_header_version", "negotiate", "common_ranges", "broker_ranges", "pick",
+    "api_versions_retry",
     "encode_subscription", "decode_subscription", "encode_assignment", "decode_assignment",
     "get_api", "codec",
 ]

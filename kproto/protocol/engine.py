@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .._impl import codec
 from ..errors import EncodeError, ProtocolError
@@ -355,7 +356,8 @@ class _StructCodec:
             raise _Fail(f"expected a dict, got {type(value).__name__}")
         extra = value.keys() - self.names
         if extra:
-            raise _Fail(f"unknown field(s) {sorted(extra)}; known: {sorted(self.names - {UNKNOWN_TAGS})}")
+            known = sorted(self.names - {UNKNOWN_TAGS})
+            raise _Fail(f"unknown field(s) {sorted(extra)}; known: {known}")
         for f in self.absent:
             v = value.get(f.name, _MISSING)
             if v is not _MISSING and not f.ignorable and not _is_default(f, v):
@@ -423,7 +425,8 @@ def _field_codec(f: Field, version: int, flexible: bool
         if not nullable:
             return sc.read, sc.write
         return _nullable_struct(sc)
-    return _primitive_reader(f.type, compact, nullable), _primitive_writer(f.type, compact, nullable)
+    return (_primitive_reader(f.type, compact, nullable),
+            _primitive_writer(f.type, compact, nullable))
 
 
 def _nullable_struct(sc: _StructCodec
@@ -467,7 +470,8 @@ class MessageCodec:
         try:
             self._body.write(w, fields)
         except _Fail as exc:
-            raise EncodeError(f"cannot encode {self._label()}: {exc.where()}{exc.message}") from None
+            raise EncodeError(
+                f"cannot encode {self._label()}: {exc.where()}{exc.message}") from None
 
     def decode(self, data: Any, pos: int = 0, *, whole: bool = True) -> tuple[dict[str, Any], int]:
         """Decode from ``data[pos:]``; return (fields, end position).

@@ -164,8 +164,8 @@ class Api:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "versions", vr)
         object.__setattr__(self, "flexible", fl)
-        object.__setattr__(self, "request", message(name + "Request", versions, flexible, request))
-        object.__setattr__(self, "response", message(name + "Response", versions, flexible, response))
+        for kind, text in (("request", request), ("response", response)):
+            object.__setattr__(self, kind, message(name + kind.title(), versions, flexible, text))
 
 
 def message(name: str, versions: str, flexible: str, text: str) -> Message:

@@ -84,5 +84,6 @@ def api_versions_retry(response: Mapping[str, Any], requested: int) -> int | Non
         return None
     for entry in response.get("api_keys") or ():
         if entry["api_key"] == API_VERSIONS_KEY:
-            return max(0, min(requested - 1, entry["max_version"], API_VERSIONS[API_VERSIONS_KEY][1]))
+            ours = API_VERSIONS[API_VERSIONS_KEY][1]
+            return max(0, min(requested - 1, entry["max_version"], ours))
     return 0

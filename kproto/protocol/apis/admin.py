@@ -2,7 +2,7 @@
 
 from ..schema import Api
 
-__all__ = ['CREATE_TOPICS', 'DELETE_TOPICS']
+__all__ = ["CREATE_TOPICS", "DELETE_TOPICS"]
 
 
 CREATE_TOPICS = Api(19, "CreateTopics", "0-7", flexible="5+", request="""

@@ -2,7 +2,7 @@
 
 from ..schema import Api
 
-__all__ = ['FETCH', 'LIST_OFFSETS']
+__all__ = ["FETCH", "LIST_OFFSETS"]
 
 
 FETCH = Api(1, "Fetch", "0-18", flexible="12+", request="""

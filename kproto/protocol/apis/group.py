@@ -2,7 +2,17 @@
 
 from ..schema import Api
 
-__all__ = ['OFFSET_COMMIT', 'OFFSET_FETCH', 'FIND_COORDINATOR', 'JOIN_GROUP', 'HEARTBEAT', 'LEAVE_GROUP', 'SYNC_GROUP', 'DESCRIBE_GROUPS', 'LIST_GROUPS']
+__all__ = [
+    "OFFSET_COMMIT",
+    "OFFSET_FETCH",
+    "FIND_COORDINATOR",
+    "JOIN_GROUP",
+    "HEARTBEAT",
+    "LEAVE_GROUP",
+    "SYNC_GROUP",
+    "DESCRIBE_GROUPS",
+    "LIST_GROUPS",
+]
 
 
 OFFSET_COMMIT = Api(8, "OffsetCommit", "0-10", flexible="8+", request="""

@@ -2,7 +2,7 @@
 
 from ..schema import Api
 
-__all__ = ['METADATA', 'API_VERSIONS']
+__all__ = ["METADATA", "API_VERSIONS"]
 
 
 METADATA = Api(3, "Metadata", "0-13", flexible="9+", request="""

@@ -2,7 +2,7 @@
 
 from ..schema import Api
 
-__all__ = ['PRODUCE', 'INIT_PRODUCER_ID']
+__all__ = ["PRODUCE", "INIT_PRODUCER_ID"]
 
 
 PRODUCE = Api(0, "Produce", "0-13", flexible="9+", request="""

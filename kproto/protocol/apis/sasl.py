@@ -2,7 +2,7 @@
 
 from ..schema import Api
 
-__all__ = ['SASL_HANDSHAKE', 'SASL_AUTHENTICATE']
+__all__ = ["SASL_HANDSHAKE", "SASL_AUTHENTICATE"]
 
 
 SASL_HANDSHAKE = Api(17, "SaslHandshake", "0-1", flexible="none", request="""
