@@ -145,7 +145,7 @@ def test_matches_kafka_python(api_key: int, kind: str, version: int) -> None:
         theirs = kp_cls[version](**to_kafka_python(kp_fields, message.fields, value, version,
                                                    flexible)).encode(header=False)
         assert ours == bytes(theirs)
-        decoded = protocol.decode(api_key, version, kind, theirs)  # type: ignore[arg-type]
+        decoded = protocol.decode(api_key, version, kind, theirs, strict=True)  # type: ignore[arg-type]
         assert decoded == with_defaults(message.fields, value, version, flexible)
         if api_key == 18 and kind == "response" and value.get("error_code"):
             return  # kafka-python reads any ApiVersions error response as v0; Java and
@@ -193,5 +193,5 @@ def test_round_trip_any_api_any_version(data: st.DataObject) -> None:
     value = data.draw(instance(message, version))
     encoded = protocol.encode(api_key, version, kind, value)
     expected = with_defaults(message.fields, value, version, version in message.flexible)
-    assert protocol.decode(api_key, version, kind, encoded) == expected
+    assert protocol.decode(api_key, version, kind, encoded, strict=True) == expected
     assert protocol.encode(api_key, version, kind, expected) == encoded

@@ -204,9 +204,14 @@ def test_decode_error_names_api_version_field_and_offset() -> None:
     assert isinstance(info.value, ValueError)
 
 
-def test_trailing_bytes_rejected() -> None:
+def test_trailing_bytes() -> None:
+    # Ignored in responses, like Kafka's clients; an error when strict and in requests.
+    assert protocol.decode(12, 0, "response", b"\x00\x00\x00")["error_code"] == 0
     with pytest.raises(ProtocolError, match="unexpected bytes"):
-        protocol.decode(12, 0, "response", b"\x00\x00\x00")
+        protocol.decode(12, 0, "response", b"\x00\x00\x00", strict=True)
+    frame = protocol.encode_request(12, 0, 1, "c", {"group_id": "g"})
+    with pytest.raises(ProtocolError, match="unexpected bytes"):
+        protocol.decode_request(frame[4:] + b"\x00")
 
 
 def test_bogus_array_count_rejected_without_allocation() -> None:

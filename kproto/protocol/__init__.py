@@ -99,22 +99,27 @@ def encode(api_key: int, version: int, kind: Kind, fields: dict[str, Any]) -> by
     return codec(api_key, version, kind).encode(fields)
 
 
-def decode(api_key: int, version: int, kind: Kind, data: Any) -> dict[str, Any]:
+def decode(api_key: int, version: int, kind: Kind, data: Any, *, strict: bool = False
+           ) -> dict[str, Any]:
     """Decode a request or response body (no header, no size prefix).
 
     Raises :class:`~kproto.errors.ProtocolError` naming the API, version,
-    field and byte offset when the body is truncated or malformed.
-    An ApiVersions response that cannot be read at ``version`` but is a v0
-    error response (what brokers send to a too-new ApiVersions request) is
-    returned as decoded at v0.
+    field and byte offset when the body is truncated or malformed. Bytes left
+    over after the message are ignored, as Kafka's own clients do (librdkafka's
+    mock cluster, for one, adds a byte to flexible Metadata responses); with
+    ``strict=True`` they are an error.
+
+    An ApiVersions response that cannot be read at ``version`` but reads as a
+    v0 error response (what brokers send to a too-new ApiVersions request) is
+    returned as decoded at v0, as Kafka's Java client does.
     """
     c = codec(api_key, version, kind)
     try:
-        return c.decode(data)[0]
+        return c.decode(data, whole=strict)[0]
     except ProtocolError:
         if api_key == ApiKey.API_VERSIONS and kind == "response" and version > 0:
             try:
-                fallback = codec_for(APIS[api_key].response, 0).decode(data)[0]
+                fallback = codec_for(APIS[api_key].response, 0).decode(data, whole=strict)[0]
             except ProtocolError:
                 pass
             else:
@@ -151,10 +156,12 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     return bytes(out)
 
 
-def decode_request(payload: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def decode_request(payload: Any, *, strict: bool = True
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parse a request frame without its size prefix: (header, body).
 
-    The header's api key and version select the body's schema.
+    The header's api key and version select the body's schema. Unlike
+    responses, trailing bytes are an error unless ``strict=False``.
     """
     data = memoryview(payload).cast("B") if not isinstance(payload, bytes) else payload
     if len(data) < 4:
@@ -162,7 +169,7 @@ def decode_request(payload: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     api_key, version = struct.unpack_from(">hh", data, 0)
     hv = request_header_version(api_key, version) if api_key in APIS else 1
     header, pos = codec_for(REQUEST_HEADER, hv).decode(data, whole=False)
-    body, _ = codec(api_key, version, "request").decode(data, pos)
+    body, _ = codec(api_key, version, "request").decode(data, pos, whole=strict)
     return header, body
 
 
@@ -177,12 +184,12 @@ def encode_response(api_key: int, version: int, correlation_id: int,
     return bytes(out)
 
 
-def decode_response(api_key: int, version: int, payload: Any, *, framed: bool = False
-                    ) -> tuple[int, dict[str, Any]]:
+def decode_response(api_key: int, version: int, payload: Any, *, framed: bool = False,
+                    strict: bool = False) -> tuple[int, dict[str, Any]]:
     """Parse a response: (correlation_id, body).
 
     ``payload`` is what follows the int32 size on the wire; with ``framed=True``
-    it starts with the size, which must match.
+    it starts with the size, which must match. ``strict`` as in :func:`decode`.
     """
     data = memoryview(payload).cast("B") if not isinstance(payload, bytes) else payload
     if framed:
@@ -191,7 +198,8 @@ def decode_response(api_key: int, version: int, payload: Any, *, framed: bool = 
         data = memoryview(data)[4:]
     header, pos = codec_for(RESPONSE_HEADER, response_header_version(api_key, version)).decode(
         data, whole=False)
-    return header["correlation_id"], decode(api_key, version, "response", memoryview(data)[pos:])
+    body = decode(api_key, version, "response", memoryview(data)[pos:], strict=strict)
+    return header["correlation_id"], body
 
 
 # --------------------------------------------------------------------------- consumer protocol
