@@ -117,14 +117,18 @@ def _string_reader(compact: bool, nullable: bool) -> Callable[[Reader], Any]:
     return read
 
 
-def _bytes_reader(compact: bool, nullable: bool) -> Callable[[Reader], Any]:
-    def read(r: Reader) -> bytes | None:
+def _bytes_reader(compact: bool, nullable: bool, view: bool = False
+                  ) -> Callable[[Reader], Any]:
+    def read(r: Reader) -> bytes | memoryview | None:
         start = r.pos
         n = _length(r, compact, _I32)
         if n < 0:
             if nullable and n == -1:
                 return None
             raise _Fail(f"invalid bytes length {n}", start)
+        if view:  # zero-copy: a slice of the buffer being decoded
+            p = r.take(n)
+            return memoryview(r.buf)[p:p + n]
         return r.raw(n)
     return read
 
@@ -159,7 +163,8 @@ def _array_reader(item: Callable[[Reader], Any], compact: bool, nullable: bool
     return read
 
 
-def _primitive_reader(typ: str, compact: bool, nullable: bool) -> Callable[[Reader], Any]:
+def _primitive_reader(typ: str, compact: bool, nullable: bool, records_view: bool = False
+                      ) -> Callable[[Reader], Any]:
     if typ in _FIXED:
         s = _FIXED[typ]
         return lambda r: r.fixed(s)
@@ -169,7 +174,7 @@ def _primitive_reader(typ: str, compact: bool, nullable: bool) -> Callable[[Read
         return _uuid_read
     if typ == "string":
         return _string_reader(compact, nullable)
-    return _bytes_reader(compact, nullable)  # bytes, records
+    return _bytes_reader(compact, nullable, records_view and typ == "records")
 
 
 def _read_tagged(r: Reader, tagged: dict[int, tuple[str, Callable[[Reader], Any]]],
@@ -309,7 +314,8 @@ def _array_writer(item: Callable[[bytearray, Any], None], compact: bool, nullabl
 class _StructCodec:
     """Reader and writer of one struct (or message body) at one version."""
 
-    def __init__(self, fields: tuple[Field, ...], version: int, flexible: bool) -> None:
+    def __init__(self, fields: tuple[Field, ...], version: int, flexible: bool,
+                 records_view: bool = False) -> None:
         self.fields = fields
         self.version = version
         self.flexible = flexible
@@ -326,7 +332,7 @@ class _StructCodec:
                 self.read_plan.append((f.name, None, f))
                 self.absent.append(f)
                 continue
-            read, write = _field_codec(f, version, flexible)
+            read, write = _field_codec(f, version, flexible, records_view)
             if f.tag is None:
                 self.read_plan.append((f.name, read, f))
                 self.write_plan.append((f.name, write, f))
@@ -408,12 +414,12 @@ def _is_default(f: Field, v: Any) -> bool:
     return bool(v == f.default_value())
 
 
-def _field_codec(f: Field, version: int, flexible: bool
+def _field_codec(f: Field, version: int, flexible: bool, records_view: bool = False
                  ) -> tuple[Callable[[Reader], Any], Callable[[bytearray, Any], None]]:
     compact = flexible and not f.noflex
     nullable = version in f.nullable
     if f.type == "struct_array":
-        sc = _StructCodec(f.fields, version, flexible)
+        sc = _StructCodec(f.fields, version, flexible, records_view)
         return _array_reader(sc.read, compact, nullable), _array_writer(sc.write, compact, nullable)
     if f.type == "array":
         assert f.item is not None
@@ -421,11 +427,11 @@ def _field_codec(f: Field, version: int, flexible: bool
         item_w = _primitive_writer(f.item, compact, False)
         return _array_reader(item_r, compact, nullable), _array_writer(item_w, compact, nullable)
     if f.type == "struct":
-        sc = _StructCodec(f.fields, version, flexible)
+        sc = _StructCodec(f.fields, version, flexible, records_view)
         if not nullable:
             return sc.read, sc.write
         return _nullable_struct(sc)
-    return (_primitive_reader(f.type, compact, nullable),
+    return (_primitive_reader(f.type, compact, nullable, records_view),
             _primitive_writer(f.type, compact, nullable))
 
 
@@ -450,13 +456,17 @@ def _nullable_struct(sc: _StructCodec
 
 
 class MessageCodec:
-    """Encoder and decoder of one message at one version."""
+    """Encoder and decoder of one message at one version.
 
-    def __init__(self, message: Message, version: int) -> None:
+    With ``records_view``, records fields decode to zero-copy memoryviews of the
+    input instead of bytes (the Fetch response slicer's reference twin uses this).
+    """
+
+    def __init__(self, message: Message, version: int, records_view: bool = False) -> None:
         self.message = message
         self.version = version
         self.flexible = version in message.flexible
-        self._body = _StructCodec(message.fields, version, self.flexible)
+        self._body = _StructCodec(message.fields, version, self.flexible, records_view)
 
     def _label(self) -> str:
         return f"{self.message.name} v{self.version}"
@@ -512,13 +522,13 @@ class MessageCodec:
         return out
 
 
-_CODECS: dict[tuple[str, int], MessageCodec] = {}
+_CODECS: dict[tuple[str, int, bool], MessageCodec] = {}
 
 
-def codec_for(message: Message, version: int) -> MessageCodec:
+def codec_for(message: Message, version: int, *, records_view: bool = False) -> MessageCodec:
     """The (cached) codec of ``message`` at ``version``."""
-    key = (message.name, version)
+    key = (message.name, version, records_view)
     found = _CODECS.get(key)
     if found is None:
-        found = _CODECS[key] = MessageCodec(message, version)
+        found = _CODECS[key] = MessageCodec(message, version, records_view)
     return found

@@ -1,0 +1,35 @@
+"""The one place that picks the implementation: Cython (``kproto._codec``) or the
+pure-Python twin (``kproto._pure``).
+
+``KPROTO_PURE=1`` forces the pure twin. Without it, a missing or broken
+extension falls back to pure Python with a RuntimeWarning (kproto stays usable,
+just slow).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from types import ModuleType
+
+IS_PURE: bool
+codec: ModuleType
+
+if os.environ.get("KPROTO_PURE") == "1":
+    from . import _pure as codec
+
+    IS_PURE = True
+else:
+    try:
+        from . import _codec as codec  # type: ignore[attr-defined, no-redef]
+
+        IS_PURE = False
+    except ImportError as exc:  # pragma: no cover - only without a built extension
+        warnings.warn(f"kproto's Cython extension is not available ({exc}); using the "
+                      "pure-Python implementation, which is much slower", RuntimeWarning,
+                      stacklevel=2)
+        from . import _pure as codec  # type: ignore[no-redef]
+
+        IS_PURE = True
+
+__all__ = ["codec", "IS_PURE"]

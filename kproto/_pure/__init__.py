@@ -1,0 +1,23 @@
+"""Pure-Python reference twins of every function in ``kproto._codec``.
+
+Readable and slow: the oracle the Cython is tested against. Same names, same
+results, same exceptions.
+"""
+
+from .crc import crc32, crc32c, crc32c_software
+from .encode import encode_batch_v2
+from .fetch import slice_fetch
+from .records import decode_records
+from .varint import (
+    decode_uvarint, decode_varint, decode_varlong, encode_uvarint, encode_varint, encode_varlong,
+    size_of_uvarint, size_of_varint, size_of_varlong, zigzag_decode, zigzag_encode,
+)
+
+HAVE_SSE42 = False
+
+__all__ = [
+    "crc32", "crc32c", "crc32c_software", "decode_uvarint", "decode_varint", "decode_varlong",
+    "encode_uvarint", "encode_varint", "encode_varlong", "size_of_uvarint", "size_of_varint",
+    "size_of_varlong", "zigzag_decode", "zigzag_encode", "decode_records", "encode_batch_v2",
+    "slice_fetch", "HAVE_SSE42",
+]

@@ -1,0 +1,258 @@
+"""Record sets: bulk decode into columns, bulk encode from columns.
+
+>>> from kproto import records
+>>> cols = records.decode(record_set_bytes, topic="events", partition=0)   # doctest: +SKIP
+>>> batch = cols.to_arrow()          # pyarrow.RecordBatch, Spark's Kafka schema, no copies
+
+The decoder is Cython (``kproto._codec``) with a pure-Python reference twin
+(``kproto._pure``); ``KPROTO_PURE=1`` selects the twin.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._impl import codec as _codec
+from ..errors import EncodeError
+from . import compression
+from .columns import (
+    COLUMNS, BinaryColumn, BinaryViewColumn, HeaderColumn, Record, RecordColumns, arrow_schema,
+    binary_column,
+)
+from .fetched import FetchedPartition, FetchSlice
+
+__all__ = [
+    "decode", "encode", "slice_fetch", "decode_fetch_response", "RecordColumns",
+    "BinaryColumn", "BinaryViewColumn", "HeaderColumn", "Record", "FetchedPartition",
+    "FetchSlice", "COLUMNS", "arrow_schema", "compression", "concat",
+]
+
+
+def decode(
+    buf: Any, *, topic: str | None = None, partition: int = -1, start_offset: int = 0,
+    check_crc: bool = True, aborted_transactions: Iterable[tuple[int, int]] | None = None,
+    binary_view: bool = False,
+    max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED,
+) -> RecordColumns:
+    """Decode any sequence of record sets (magic 0, 1, 2; any codec) into columns.
+
+    * CRC-32 (magic 0/1) and CRC-32C (magic 2) are verified unless ``check_crc=False``;
+      a mismatch raises :class:`~kproto.errors.CrcError`;
+    * a truncated trailing record set is ignored (normal at the end of a fetch);
+    * records below ``start_offset`` are dropped (a fetch may start mid-batch);
+    * control batches are never returned as records; they, and batches emptied by
+      compaction, still advance ``next_offset``;
+    * ``aborted_transactions`` — the fetch response's ``[(producer_id, first_offset)]`` —
+      turns on read_committed filtering: records of aborted transactions are dropped;
+    * ``binary_view``: keys and values are Arrow ``binary_view`` pointing into ``buf``
+      (or the decompressed buffers) instead of copies;
+    * malformed input raises :class:`~kproto.errors.CorruptRecordError` with the byte
+      offset; a compressed batch expanding past ``max_decompressed`` bytes raises
+      :class:`~kproto.errors.DecompressionLimitError`.
+
+    The result's ``next_offset`` is the offset to fetch next.
+    """
+    cols: RecordColumns = _codec.decode_records(
+        buf, start_offset=start_offset, check_crc=check_crc,
+        aborted_transactions=None if aborted_transactions is None else list(aborted_transactions),
+        max_decompressed=max_decompressed, binary_view=binary_view)
+    cols.topic = topic
+    cols.partition = partition
+    cols.next_offsets = {(topic, partition): cols.next_offset}
+    return cols
+
+
+concat = RecordColumns.concat
+
+
+# --------------------------------------------------------------------------- fetch responses
+
+
+def slice_fetch(body: Any, version: int) -> FetchSlice:
+    """Walk a Fetch response body (no header) once: per-partition metadata and a
+    zero-copy view of each partition's record set, without touching the records."""
+    result: FetchSlice = _codec.slice_fetch(body, version)
+    return result
+
+
+def decode_fetch_response(
+    body: Any, version: int, *, topic_names: Mapping[uuid.UUID, str] | None = None,
+    start_offsets: Mapping[tuple[str, int], int] | None = None, read_committed: bool = False,
+    check_crc: bool = True, binary_view: bool = False,
+    max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED,
+) -> RecordColumns:
+    """Every record of a Fetch response in one :class:`RecordColumns`.
+
+    ``topic_names`` maps topic ids to names (Fetch v13+ names topics by id only);
+    ``start_offsets`` gives each partition's fetch offset (records before it are
+    dropped); ``read_committed`` applies each partition's aborted-transaction list.
+    Partitions with an error contribute no rows; the slice (errors, high
+    watermarks, ...) is kept in the result's ``fetch`` attribute.
+    """
+    sliced = slice_fetch(body, version)
+    parts = []
+    for p in sliced.partitions:
+        topic = p.topic
+        if topic is None and p.topic_id is not None:
+            topic = (topic_names or {}).get(p.topic_id, str(p.topic_id))
+        if p.error_code or p.records is None:
+            continue
+        aborted = (p.aborted_transactions or []) if read_committed else None
+        parts.append(decode(
+            p.records, topic=topic, partition=p.partition,
+            start_offset=(start_offsets or {}).get((topic or "", p.partition), 0),
+            check_crc=check_crc, aborted_transactions=aborted, binary_view=binary_view,
+            max_decompressed=max_decompressed))
+    cols = RecordColumns.concat(parts) if parts else RecordColumns.empty()
+    cols.fetch = sliced  # type: ignore[attr-defined]
+    return cols
+
+
+# --------------------------------------------------------------------------- encoding
+
+_BinaryInput = tuple[np.ndarray, np.ndarray, "np.ndarray | None", int]
+
+
+def encode(
+    data: Any = None, *, key: Any = None, value: Any = None, timestamp: Any = None,
+    headers: Any = None, base_offset: int = 0, compression: str | int | None = None,
+    producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+    transactional: bool = False, compression_level: int | None = None,
+) -> bytes:
+    """Encode records into one record batch v2 (CRC-32C, any codec).
+
+    ``data`` is a ``pyarrow.Table``/``RecordBatch`` with any of the columns
+    ``key``, ``value`` (binary or string), ``timestamp`` (timestamp or int64 ms),
+    ``headers`` (``list<struct<key: string, value: binary>>``), or a list of rows
+    (dicts with those keys, or ``(key, value)`` tuples). Columns may instead be
+    given as keywords (Arrow arrays, NumPy arrays or lists). Missing timestamps
+    are "now"; the broker assigns offsets (``base_offset`` is for tests and
+    compacted topics).
+
+    >>> batch = encode(value=[b"a", b"b"], compression="lz4")   # doctest: +SKIP
+    """
+    n, key, value, timestamp, headers = _columns_from(data, key, value, timestamp, headers)
+    codec_id = _compression_id(compression)
+    return bytes(_codec.encode_batch_v2(
+        n, _binary_input(key, n, "key"), _binary_input(value, n, "value"),
+        _timestamps(timestamp, n), _header_input(headers, n), base_offset=base_offset,
+        codec=codec_id, producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=base_sequence, transactional=transactional,
+        compression_level=-1 if compression_level is None else compression_level))
+
+
+def _compression_id(name: str | int | None) -> int:
+    return compression.codec_id(name)
+
+
+def _columns_from(data: Any, key: Any, value: Any, timestamp: Any, headers: Any
+                  ) -> tuple[int, Any, Any, Any, Any]:
+    if data is not None:
+        if hasattr(data, "schema") and hasattr(data, "column"):
+            names = data.schema.names
+            get = (lambda c: data.column(c) if c in names else None)
+            key, value = get("key"), get("value")
+            timestamp, headers = get("timestamp"), get("headers")
+            n = data.num_rows
+        else:
+            rows = list(data)
+            n = len(rows)
+            if rows and isinstance(rows[0], Mapping):
+                key = [r.get("key") for r in rows]
+                value = [r.get("value") for r in rows]
+                timestamp = [r.get("timestamp") for r in rows] if any(
+                    "timestamp" in r for r in rows) else None
+                headers = [r.get("headers") or [] for r in rows]
+            else:
+                key = [r[0] for r in rows]
+                value = [r[1] for r in rows]
+                headers = [r[2] if len(r) > 2 else [] for r in rows]
+                timestamp = [r[3] for r in rows] if rows and len(rows[0]) > 3 else None
+        return n, key, value, timestamp, headers
+    lengths = {len(c) for c in (key, value, timestamp, headers) if c is not None}
+    if len(lengths) != 1:
+        raise EncodeError(f"columns have different lengths {sorted(lengths)}"
+                          if lengths else "nothing to encode")
+    return lengths.pop(), key, value, timestamp, headers
+
+
+def _binary_input(col: Any, n: int, name: str) -> _BinaryInput:
+    if col is None:
+        return (np.zeros(n + 1, np.int32), np.zeros(0, np.uint8),
+                np.zeros((n + 7) // 8, np.uint8), 0)
+    if hasattr(col, "combine_chunks"):
+        col = col.combine_chunks()
+    if hasattr(col, "buffers") and hasattr(col, "type"):
+        import pyarrow as pa
+
+        if pa.types.is_binary_view(col.type) or pa.types.is_string_view(col.type):
+            col = col.cast(pa.large_binary())
+        if not (pa.types.is_binary(col.type) or pa.types.is_string(col.type)
+                or pa.types.is_large_binary(col.type) or pa.types.is_large_string(col.type)):
+            raise EncodeError(f"column {name!r} must be binary or string, not {col.type}")
+        validity, offsets, data = col.buffers()[:3]
+        wide = pa.types.is_large_binary(col.type) or pa.types.is_large_string(col.type)
+        off = np.frombuffer(offsets, np.int64 if wide else np.int32)[col.offset:col.offset + n + 1]
+        raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+        valid = np.frombuffer(validity, np.uint8) if col.null_count and validity else None
+        return off, raw, valid, col.offset
+    values = [None if v is None else v.encode() if isinstance(v, str) else bytes(v) for v in col]
+    c = binary_column(values)
+    return c.offsets, c.data, c.validity, 0
+
+
+def _timestamps(col: Any, n: int) -> np.ndarray:
+    if col is None:
+        return np.full(n, int(time.time() * 1000), np.int64)
+    if hasattr(col, "combine_chunks"):
+        col = col.combine_chunks()
+    if hasattr(col, "type"):
+        import pyarrow as pa
+
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
+        col = col.fill_null(int(time.time() * 1000)).to_numpy(zero_copy_only=False)
+    elif not isinstance(col, np.ndarray):
+        now = int(time.time() * 1000)
+        col = [now if t is None else t for t in col]
+    return np.ascontiguousarray(np.asarray(col, np.int64)[:n])
+
+
+def _header_input(col: Any, n: int) -> tuple[np.ndarray, _BinaryInput, _BinaryInput] | None:
+    if col is None:
+        return None
+    if hasattr(col, "combine_chunks"):
+        col = col.combine_chunks()
+    if hasattr(col, "offsets") and hasattr(col, "values"):
+        import pyarrow as pa
+
+        offsets = np.asarray(col.offsets.to_numpy(zero_copy_only=False), np.int32)
+        if col.null_count:  # a null header list is no headers
+            counts = np.diff(offsets)
+            counts[np.asarray(col.is_null().to_numpy(zero_copy_only=False))] = 0
+            keep = pa.concat_arrays([col.values.slice(int(offsets[i]), int(counts[i]))
+                                     for i in range(n)]) if n else col.values.slice(0, 0)
+            offsets = np.zeros(n + 1, np.int32)
+            np.cumsum(counts, out=offsets[1:])
+            values = keep
+        else:
+            values = col.values
+        total = len(values)
+        return (np.ascontiguousarray(offsets),
+                _binary_input(values.field("key"), total, "headers.key"),
+                _binary_input(values.field("value"), total, "headers.value"))
+    rows = list(col)
+    counts = [len(r or ()) for r in rows]
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    flat = [h for r in rows for h in (r or ())]
+    hkeys = [(k.encode() if isinstance(k, str) else bytes(k)) for k, _ in flat]
+    hvals = [None if v is None else v.encode() if isinstance(v, str) else bytes(v)
+             for _, v in flat]
+    return (offsets, _binary_input(hkeys, len(flat), "headers.key"),
+            _binary_input(hvals, len(flat), "headers.value"))
