@@ -84,6 +84,10 @@ class CrcError(ChecksumError):
     """A record batch CRC-32C (or legacy message CRC-32) does not match."""
 
 
+class DecompressionLimitError(CorruptRecordError):
+    """A compressed batch expands past the configured decompressed-size cap."""
+
+
 class EncodeError(KprotoError, ValueError):
     """Values that cannot be encoded at the requested version."""
 
@@ -1442,6 +1446,7 @@ __all__ = [
     "CorruptRecordError",
     "CrcError",
     "DecodeError",
+    "DecompressionLimitError",
     "DelegationTokenAuthDisabledError",
     "DelegationTokenAuthorizationFailedError",
     "DelegationTokenExpiredError",

@@ -1,0 +1,101 @@
+"""Decoding record batches: kproto (into columns) vs aiokafka's Cython reader and
+kafka-python (per-record objects), with raw decompression and memcpy as ceilings.
+
+    python3 dev.py bench --benchmark-json=bench.json && python benchmarks/summarize.py bench.json
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kproto import records
+from kproto.records import compression
+
+from .conftest import RECORDS, corpus
+
+
+def _payloads(data: bytes) -> list[tuple[int, memoryview]]:
+    """(codec, compressed records) of every batch: what the decompressor has to chew."""
+    out, pos, view = [], 0, memoryview(data)
+    while pos < len(data):
+        size = struct.unpack_from(">i", data, pos + 8)[0]
+        attrs = struct.unpack_from(">h", data, pos + 21)[0]
+        out.append((attrs & 7, view[pos + 61:pos + 12 + size]))
+        pos += 12 + size
+    return out
+
+
+def _info(benchmark, data: bytes, records_count: int = RECORDS) -> None:
+    benchmark.extra_info.update(records=records_count, bytes=len(data))
+
+
+def test_kproto_columns(benchmark, codec: str) -> None:
+    data = corpus(codec)
+    _info(benchmark, data)
+    cols = benchmark(records.decode, data)
+    assert len(cols) == RECORDS
+
+
+def test_kproto_arrow(benchmark, codec: str) -> None:
+    data = corpus(codec)
+    _info(benchmark, data)
+    batch = benchmark(lambda: records.decode(data, topic="t", partition=0).to_arrow())
+    assert batch.num_rows == RECORDS
+
+
+def test_kproto_binary_view(benchmark, codec: str) -> None:
+    data = corpus(codec)
+    _info(benchmark, data)
+    assert len(benchmark(records.decode, data, binary_view=True)) == RECORDS
+
+
+def test_aiokafka_records(benchmark, codec: str) -> None:
+    from aiokafka.record.memory_records import MemoryRecords
+
+    data = corpus(codec)
+    _info(benchmark, data)
+
+    def read() -> int:
+        mr, n = MemoryRecords(data), 0
+        while (batch := mr.next_batch()) is not None:
+            for r in batch:
+                (r.offset, r.timestamp, r.key, r.value, r.headers)
+                n += 1
+        return n
+
+    assert benchmark(read) == RECORDS
+
+
+def test_kafka_python_records(benchmark, codec: str) -> None:
+    from kafka.record.memory_records import MemoryRecords
+
+    n_records = min(RECORDS, 20_000)  # it is slow: a slice of the corpus, rates per record
+    data = corpus(codec, n_records)
+    _info(benchmark, data, n_records)
+
+    def read() -> int:
+        mr, n = MemoryRecords(data), 0
+        while (batch := mr.next_batch()) is not None:
+            for r in batch:
+                (r.offset, r.timestamp, r.key, r.value, r.headers)
+                n += 1
+        return n
+
+    assert benchmark.pedantic(read, rounds=3, iterations=1) == n_records
+
+
+def test_ceiling_decompress(benchmark, codec: str) -> None:
+    if codec == "none":
+        pytest.skip("nothing to decompress")
+    data = corpus(codec)
+    _info(benchmark, data)
+    payloads = _payloads(data)
+    benchmark(lambda: [compression.decompress(c, p) for c, p in payloads])
+
+
+def test_ceiling_memcpy(benchmark) -> None:
+    data = corpus("none")
+    _info(benchmark, data)
+    benchmark(bytearray, data)

@@ -1,0 +1,74 @@
+"""Turn a pytest-benchmark JSON file into the ratio tables of BENCHMARKS.md.
+
+    python benchmarks/summarize.py bench.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+
+
+def main(path: str) -> None:
+    runs = json.load(open(path))["benchmarks"]
+    t: dict[str, dict[str, float]] = defaultdict(dict)
+    info: dict[str, dict] = {}
+    for b in runs:
+        name = b["name"].split("[")[0].replace("test_", "")
+        param = b.get("param") or ""
+        t[param][name] = b["stats"]["median"]
+        info[f"{param}/{name}"] = b.get("extra_info", {})
+
+    print("### Decode (median of rounds; records/s and ratios from the same run)\n")
+    print("| codec | kproto columns | → Arrow | binary_view | aiokafka | kafka-python | "
+          "kproto ÷ aiokafka | kproto ÷ decompress ceiling |")
+    print("|---|---|---|---|---|---|---|---|")
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        row = t.get(codec, {})
+        if "kproto_columns" not in row:
+            continue
+        n = info[f"{codec}/kproto_columns"]["records"]
+        size = info[f"{codec}/kproto_columns"]["bytes"]
+
+        def rate(name: str, records: int = n) -> str:
+            if name not in row:
+                return "-"
+            return f"{records / row[name] / 1e6:.2f} M/s"
+
+        kp_n = info.get(f"{codec}/kafka_python_records", {}).get("records", n)
+        ratio = row["aiokafka_records"] / row["kproto_columns"] if "aiokafka_records" in row else 0
+        ceiling = (f"{row['ceiling_decompress'] / row['kproto_columns']:.0%}"
+                   if "ceiling_decompress" in row else f"{size / row['kproto_columns'] / 1e9:.2f} GB/s")
+        print(f"| {codec} | {rate('kproto_columns')} | {rate('kproto_arrow')} | "
+              f"{rate('kproto_binary_view')} | {rate('aiokafka_records')} | "
+              f"{rate('kafka_python_records', kp_n)} | {ratio:.1f}× | {ceiling} |")
+    crc = {k: v for k, v in t.items() if k in ("64KiB", "1MiB")}
+    if crc:
+        print("\n### CRC\n\n| size | kproto CRC-32C | crc32c package | ratio | kproto CRC-32 | zlib |")
+        print("|---|---|---|---|---|---|")
+        for size, row in crc.items():
+            nbytes = info[f"{size}/kproto_crc32c"]["bytes"]
+
+            def gbs(name: str) -> str:
+                return f"{nbytes / row[name] / 1e9:.2f} GB/s" if name in row else "-"
+
+            ratio = row.get("crc32c_package", 0) / row["kproto_crc32c"]
+            print(f"| {size} | {gbs('kproto_crc32c')} | {gbs('crc32c_package')} | {ratio:.2f}× | "
+                  f"{gbs('kproto_crc32')} | {gbs('zlib_crc32')} |")
+    enc = {k: v for k, v in t.items() if k in ("none", "lz4") and "kproto_encode_arrow" in v}
+    if enc:
+        print("\n### Encode\n\n| codec | kproto from Arrow | aiokafka builder | ratio |")
+        print("|---|---|---|---|")
+        for codec, row in enc.items():
+            n = info[f"{codec}/kproto_encode_arrow"]["records"]
+            print(f"| {codec} | {n / row['kproto_encode_arrow'] / 1e6:.2f} M/s | "
+                  f"{n / row['aiokafka_builder'] / 1e6:.2f} M/s | "
+                  f"{row['aiokafka_builder'] / row['kproto_encode_arrow']:.1f}× |")
+    if "ceiling_memcpy" in t.get("", {}):
+        size = info["/ceiling_memcpy"]["bytes"]
+        print(f"\nmemcpy of the uncompressed corpus: {size / t['']['ceiling_memcpy'] / 1e9:.2f} GB/s")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
