@@ -235,8 +235,6 @@ def _unzstd(data: Any, max_size: int) -> bytes:
                 out.append(chunk)
     except zstandard.ZstdError as exc:
         raise _corrupt(ZSTD, f"invalid data ({exc})", exc) from None
-    if not out and memoryview(data).nbytes:
-        raise _corrupt(ZSTD, "no zstd frame in the data")
     return b"".join(out)
 
 

@@ -1,0 +1,115 @@
+"""Compression codecs against kafka-python's codec module (an independent implementation)
+and public vectors; bombs and garbage give kproto errors, never anything else."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import tracemalloc
+
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka import codec as kc
+
+from kproto.errors import ConfigError, CorruptRecordError, DecompressionLimitError
+from kproto.records import compression as c
+
+PAYLOADS = [b"", b"x", os.urandom(100), b"abc" * 11_000, os.urandom(32 * 1024 + 1),
+            (b"kafka record " * 90_000)[: 1 << 20]]
+
+
+@pytest.mark.parametrize("codec", [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD])
+@pytest.mark.parametrize("i", range(len(PAYLOADS)))
+def test_round_trip(codec: int, i: int) -> None:
+    data = PAYLOADS[i]
+    assert c.decompress(codec, c.compress(codec, data)) == data
+    if codec != c.ZSTD:
+        assert c.decompress(codec, c.compress(codec, data, magic=0), magic=0) == data
+
+
+@pytest.mark.parametrize("i", range(len(PAYLOADS)))
+def test_interop_with_kafka_python(i: int) -> None:
+    data = PAYLOADS[i]
+    assert c.decompress(c.GZIP, kc.gzip_encode(data)) == data
+    assert kc.gzip_decode(c.compress(c.GZIP, data)) == data
+    assert c.decompress(c.SNAPPY, kc.snappy_encode(data, xerial_compatible=True)) == data
+    assert c.decompress(c.SNAPPY, kc.snappy_encode(data, xerial_compatible=False)) == data
+    if data:  # kafka-python cannot read a header-only xerial stream (what Java writes for b"")
+        assert kc.snappy_decode(c.compress(c.SNAPPY, data)) == data
+    assert c.decompress(c.LZ4, kc.lz4_encode(data)) == data
+    assert kc.lz4_decode(c.compress(c.LZ4, data)) == data
+    assert c.decompress(c.LZ4, kc.lz4_encode_old_kafka(data), magic=0) == data
+    assert kc.lz4_decode_old_kafka(c.compress(c.LZ4, data, magic=0)) == data
+    assert c.decompress(c.ZSTD, kc.zstd_encode(data)) == data
+    assert kc.zstd_decode(c.compress(c.ZSTD, data)) == data
+
+
+def test_xerial_vectors() -> None:
+    # franz-go Test_xerialDecode: "Hello, World!"
+    hello = bytes.fromhex("82534e41505059000000000100000001" "0000000f"
+                          "0d3048656c6c6f2c20576f726c6421")
+    assert c.decompress(c.SNAPPY, hello) == b"Hello, World!"
+    # a Redpanda-style header with little-endian version ints is still xerial
+    redpanda = hello[:8] + b"\x01\x00\x00\x00\x01\x00\x00\x00" + hello[16:]
+    assert c.decompress(c.SNAPPY, redpanda) == b"Hello, World!"
+    # kafka-python test_snappy_encode_xerial: 300-byte blocks
+    data = b"a" * 500 + b"b" * 500
+    assert c.decompress(c.SNAPPY, kc.snappy_encode(data, xerial_compatible=True,
+                                                   xerial_blocksize=300)) == data
+    for bad in (hello[:16] + b"\x00\x00\x01\x00" + hello[20:],  # chunk past the end
+                hello[:12], hello[:18]):
+        with pytest.raises(CorruptRecordError, match="snappy"):
+            c.decompress(c.SNAPPY, bad)
+
+
+def test_lz4_broken_header_checksum_only_for_magic_0() -> None:
+    old = kc.lz4_encode_old_kafka(b"payload" * 10)
+    assert c.decompress(c.LZ4, old, magic=0) == b"payload" * 10
+    with pytest.raises(CorruptRecordError, match="lz4"):
+        c.decompress(c.LZ4, old, magic=2)
+
+
+def test_concatenated_gzip_members_and_zstd_frames() -> None:
+    assert c.decompress(c.GZIP, gzip.compress(b"one") + gzip.compress(b"two")) == b"onetwo"
+    cctx = zstandard.ZstdCompressor(write_content_size=False)
+    frames = cctx.compress(b"first ") + cctx.compress(b"second")
+    assert c.decompress(c.ZSTD, frames) == b"first second"
+    with pytest.raises(CorruptRecordError, match="zstd"):
+        c.decompress(c.ZSTD, b"x", magic=1)
+
+
+@pytest.mark.parametrize("codec", [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD])
+def test_bombs_are_refused_without_allocating(codec: int) -> None:
+    bomb = c.compress(codec, bytes(8 << 20))
+    assert len(bomb) < 1 << 20
+    tracemalloc.start()
+    with pytest.raises(DecompressionLimitError, match="more than"):
+        c.decompress(codec, bomb, max_size=1 << 20)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 << 20
+
+
+def test_codec_names() -> None:
+    assert [c.codec_id(x) for x in (None, "none", "GZIP", "snappy", 3, "zstd")] == [0, 0, 1, 2, 3, 4]
+    with pytest.raises(ConfigError):
+        c.codec_id("brotli")
+    with pytest.raises(CorruptRecordError, match="unknown compression codec 5"):
+        c.decompress(5, b"")
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from([c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD]), st.binary(max_size=300),
+       st.data())
+def test_garbage_and_mutations_raise_only_corrupt_record_errors(codec, junk, data) -> None:
+    valid = bytearray(c.compress(codec, b"hello world " * 40))
+    if valid:
+        for _ in range(data.draw(st.integers(1, 3))):
+            valid[data.draw(st.integers(0, len(valid) - 1))] ^= data.draw(st.integers(1, 255))
+    for candidate in (junk, bytes(valid), bytes(valid[: len(valid) // 2])):
+        try:
+            c.decompress(codec, candidate, max_size=1 << 20)
+        except CorruptRecordError:
+            pass
