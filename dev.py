@@ -80,7 +80,8 @@ def main(argv: list[str]) -> int:
         return subprocess.call([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env)
     if cmd == "bench":
         ensure("test,bench")
-        return subprocess.call([str(PY), "-m", "pytest", "benchmarks", *args], cwd=ROOT, env=env)
+        return subprocess.call([str(PY), "-m", "pytest", "benchmarks",
+                                "-o", "python_files=bench_*.py", *args], cwd=ROOT, env=env)
     shell = os.environ.get("SHELL", "/bin/sh")
     env["VIRTUAL_ENV"] = str(VENV)
     env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"

@@ -61,7 +61,7 @@ def test_aiokafka_records(benchmark, codec: str) -> None:
         mr, n = MemoryRecords(data), 0
         while (batch := mr.next_batch()) is not None:
             for r in batch:
-                (r.offset, r.timestamp, r.key, r.value, r.headers)
+                _ = (r.offset, r.timestamp, r.key, r.value, r.headers)
                 n += 1
         return n
 
@@ -79,7 +79,7 @@ def test_kafka_python_records(benchmark, codec: str) -> None:
         mr, n = MemoryRecords(data), 0
         while (batch := mr.next_batch()) is not None:
             for r in batch:
-                (r.offset, r.timestamp, r.key, r.value, r.headers)
+                _ = (r.offset, r.timestamp, r.key, r.value, r.headers)
                 n += 1
         return n
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 import struct
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -23,14 +23,13 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 def _value(rng: random.Random) -> bytes:
     # text-like JSON so compression ratios are realistic (~2-4x)
     words = ["alpha", "beta", "gamma", "delta", "user", "event", "click", "view", "id", "ts"]
-    text = '{"%s":%d,"%s":"%s","%s":%d}' % (
-        rng.choice(words), rng.randrange(10**6), rng.choice(words),
-        "".join(rng.choice("abcdefghij") for _ in range(30)), rng.choice(words),
-        rng.randrange(10**9))
+    letters = "".join(rng.choice("abcdefghij") for _ in range(30))
+    text = (f'{{"{rng.choice(words)}":{rng.randrange(10**6)},"{rng.choice(words)}":'
+            f'"{letters}","{rng.choice(words)}":{rng.randrange(10**9)}}}')
     return text.encode().ljust(100, b" ")[:100]
 
 
-@lru_cache(maxsize=None)
+@cache
 def corpus(codec: str, records: int = RECORDS) -> bytes:
     """The record sets of ``records`` records compressed with ``codec``."""
     from aiokafka.record.default_records import DefaultRecordBatchBuilder

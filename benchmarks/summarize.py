@@ -31,7 +31,7 @@ def main(path: str) -> None:
         n = info[f"{codec}/kproto_columns"]["records"]
         size = info[f"{codec}/kproto_columns"]["bytes"]
 
-        def rate(name: str, records: int = n) -> str:
+        def rate(name: str, records: int = n, row: dict[str, float] = row) -> str:
             if name not in row:
                 return "-"
             return f"{records / row[name] / 1e6:.2f} M/s"
@@ -39,23 +39,25 @@ def main(path: str) -> None:
         kp_n = info.get(f"{codec}/kafka_python_records", {}).get("records", n)
         ratio = row["aiokafka_records"] / row["kproto_columns"] if "aiokafka_records" in row else 0
         ceiling = (f"{row['ceiling_decompress'] / row['kproto_columns']:.0%}"
-                   if "ceiling_decompress" in row else f"{size / row['kproto_columns'] / 1e9:.2f} GB/s")
+                   if "ceiling_decompress" in row
+                   else f"{size / row['kproto_columns'] / 1e9:.2f} GB/s")
         print(f"| {codec} | {rate('kproto_columns')} | {rate('kproto_arrow')} | "
               f"{rate('kproto_binary_view')} | {rate('aiokafka_records')} | "
               f"{rate('kafka_python_records', kp_n)} | {ratio:.1f}× | {ceiling} |")
     crc = {k: v for k, v in t.items() if k in ("64KiB", "1MiB")}
     if crc:
-        print("\n### CRC\n\n| size | kproto CRC-32C | crc32c package | ratio | kproto CRC-32 | zlib |")
+        print("\n### CRC\n\n| size | kproto CRC-32C | crc32c package | ratio | kproto CRC-32 "
+              "| zlib |")
         print("|---|---|---|---|---|---|")
         for size, row in crc.items():
             nbytes = info[f"{size}/kproto_crc32c"]["bytes"]
 
-            def gbs(name: str) -> str:
+            def gbs(name: str, row: dict[str, float] = row, nbytes: int = nbytes) -> str:
                 return f"{nbytes / row[name] / 1e9:.2f} GB/s" if name in row else "-"
 
             ratio = row.get("crc32c_package", 0) / row["kproto_crc32c"]
-            print(f"| {size} | {gbs('kproto_crc32c')} | {gbs('crc32c_package')} | {ratio:.2f}× | "
-                  f"{gbs('kproto_crc32')} | {gbs('zlib_crc32')} |")
+            print(f"| {size} | {gbs('kproto_crc32c')} | {gbs('crc32c_package')} | "
+                  f"{ratio:.2f}× | {gbs('kproto_crc32')} | {gbs('zlib_crc32')} |")
     enc = {k: v for k, v in t.items() if k in ("none", "lz4") and "kproto_encode_arrow" in v}
     if enc:
         print("\n### Encode\n\n| codec | kproto from Arrow | aiokafka builder | ratio |")
@@ -67,7 +69,8 @@ def main(path: str) -> None:
                   f"{row['aiokafka_builder'] / row['kproto_encode_arrow']:.1f}× |")
     if "ceiling_memcpy" in t.get("", {}):
         size = info["/ceiling_memcpy"]["bytes"]
-        print(f"\nmemcpy of the uncompressed corpus: {size / t['']['ceiling_memcpy'] / 1e9:.2f} GB/s")
+        rate = size / t[""]["ceiling_memcpy"] / 1e9
+        print(f"\nmemcpy of the uncompressed corpus: {rate:.2f} GB/s")
 
 
 if __name__ == "__main__":

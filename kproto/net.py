@@ -99,6 +99,20 @@ class BrokerConnection:
             version = protocol.pick(self.versions, api_key)
         return self._round_trip(api_key, version, fields)
 
+    def request_raw(self, api_key: int, fields: dict[str, Any], *, version: int | None = None
+                    ) -> tuple[int, memoryview]:
+        """Send one request; return (version, the response body undecoded).
+
+        For responses decoded in bulk elsewhere, e.g. Fetch responses by
+        :func:`kproto.records.decode_fetch_response`.
+        """
+        self.connect()
+        if version is None:
+            version = protocol.pick(self.versions, api_key)
+        payload = self._exchange(api_key, version, fields)
+        pos = protocol.response_header_size(api_key, version, payload)
+        return version, memoryview(payload)[pos:]
+
     def api_versions(self, version: int) -> dict[str, Any]:
         """Send ApiVersions at ``version`` and return the body, as decoded."""
         fields: dict[str, Any] = {}
@@ -135,6 +149,11 @@ class BrokerConnection:
         self._sock = socket.create_connection((self.host, self.port), self.timeout)
 
     def _round_trip(self, api_key: int, version: int, fields: dict[str, Any]) -> dict[str, Any]:
+        payload = self._exchange(api_key, version, fields)
+        return protocol.decode_response(api_key, version, payload)[1]
+
+    def _exchange(self, api_key: int, version: int, fields: dict[str, Any]) -> bytes:
+        """Send a request, read its response frame, check the correlation id."""
         assert self._sock is not None
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         cid = self._correlation_id
@@ -149,11 +168,11 @@ class BrokerConnection:
         except OSError as exc:
             self.close()
             raise KafkaConnectionError(f"connection to {self.address} failed: {exc}") from exc
-        got, body = protocol.decode_response(api_key, version, payload)
+        got = _SIZE.unpack_from(payload)[0] if len(payload) >= 4 else None
         if got != cid:
             self.close()
             raise ProtocolError(f"{self.address} answered correlation id {got}, expected {cid}")
-        return body
+        return payload
 
     def _recv_exactly(self, n: int) -> bytes:
         assert self._sock is not None

@@ -43,7 +43,7 @@ def test_vectors(impl, kind, vectors) -> None:
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_truncated_and_overlong(impl) -> None:
-    for value, hexed in VARINT + UVARINT:
+    for _, hexed in VARINT + UVARINT:
         wire = bytes.fromhex(hexed)
         for n in range(len(wire)):
             with pytest.raises(DecodeError, match="truncated"):

@@ -93,7 +93,8 @@ def test_bombs_are_refused_without_allocating(codec: int) -> None:
 
 
 def test_codec_names() -> None:
-    assert [c.codec_id(x) for x in (None, "none", "GZIP", "snappy", 3, "zstd")] == [0, 0, 1, 2, 3, 4]
+    names = (None, "none", "GZIP", "snappy", 3, "zstd")
+    assert [c.codec_id(x) for x in names] == [0, 0, 1, 2, 3, 4]
     with pytest.raises(ConfigError):
         c.codec_id("brotli")
     with pytest.raises(CorruptRecordError, match="unknown compression codec 5"):

@@ -14,8 +14,14 @@ import pytest
 from kproto.errors import CorruptRecordError, CrcError
 
 from .record_sets import (
-    Rec, batch_v2, control_batch, message_set, patch_v2_attributes, read_with_kafka_python,
-    rows_of, sample_records,
+    Rec,
+    batch_v2,
+    control_batch,
+    message_set,
+    patch_v2_attributes,
+    read_with_kafka_python,
+    rows_of,
+    sample_records,
 )
 
 CODECS_V2 = [0, 1, 2, 3, 4]

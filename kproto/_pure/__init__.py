@@ -9,8 +9,17 @@ from .encode import encode_batch_v2
 from .fetch import slice_fetch
 from .records import decode_records
 from .varint import (
-    decode_uvarint, decode_varint, decode_varlong, encode_uvarint, encode_varint, encode_varlong,
-    size_of_uvarint, size_of_varint, size_of_varlong, zigzag_decode, zigzag_encode,
+    decode_uvarint,
+    decode_varint,
+    decode_varlong,
+    encode_uvarint,
+    encode_varint,
+    encode_varlong,
+    size_of_uvarint,
+    size_of_varint,
+    size_of_varlong,
+    zigzag_decode,
+    zigzag_encode,
 )
 
 HAVE_SSE42 = False

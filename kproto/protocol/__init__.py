@@ -38,7 +38,8 @@ from .versions import (
 
 __all__ = [
     "API_VERSIONS", "ApiKey", "UNKNOWN_TAGS", "encode", "decode", "encode_request",
-    "decode_request", "encode_response", "decode_response", "request_header_version",
+    "decode_request", "encode_response", "decode_response", "response_header_size",
+    "request_header_version",
     "response_header_version", "negotiate", "common_ranges", "broker_ranges", "pick",
     "api_versions_retry",
     "encode_subscription", "decode_subscription", "encode_assignment", "decode_assignment",
@@ -182,6 +183,12 @@ def encode_response(api_key: int, version: int, correlation_id: int,
     codec(api_key, version, "response").encode_into(out, fields)
     _SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)
+
+
+def response_header_size(api_key: int, version: int, payload: Any) -> int:
+    """Bytes taken by the response header at the start of ``payload``."""
+    hv = response_header_version(api_key, version)
+    return codec_for(RESPONSE_HEADER, hv).decode(payload, whole=False)[1]
 
 
 def decode_response(api_key: int, version: int, payload: Any, *, framed: bool = False,

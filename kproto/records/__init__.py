@@ -12,19 +12,32 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
-from .._impl import codec as _codec
 from ..errors import EncodeError
 from . import compression
 from .columns import (
-    COLUMNS, BinaryColumn, BinaryViewColumn, HeaderColumn, Record, RecordColumns, arrow_schema,
+    COLUMNS,
+    BinaryColumn,
+    BinaryViewColumn,
+    HeaderColumn,
+    Record,
+    RecordColumns,
+    arrow_schema,
     binary_column,
 )
 from .fetched import FetchedPartition, FetchSlice
+
+
+def _codec() -> Any:
+    # Imported on first use: kproto._codec itself imports this package's modules.
+    from .._impl import codec
+
+    return codec
+
 
 __all__ = [
     "decode", "encode", "slice_fetch", "decode_fetch_response", "RecordColumns",
@@ -57,7 +70,7 @@ def decode(
 
     The result's ``next_offset`` is the offset to fetch next.
     """
-    cols: RecordColumns = _codec.decode_records(
+    cols: RecordColumns = _codec().decode_records(
         buf, start_offset=start_offset, check_crc=check_crc,
         aborted_transactions=None if aborted_transactions is None else list(aborted_transactions),
         max_decompressed=max_decompressed, binary_view=binary_view)
@@ -76,7 +89,7 @@ concat = RecordColumns.concat
 def slice_fetch(body: Any, version: int) -> FetchSlice:
     """Walk a Fetch response body (no header) once: per-partition metadata and a
     zero-copy view of each partition's record set, without touching the records."""
-    result: FetchSlice = _codec.slice_fetch(body, version)
+    result: FetchSlice = _codec().slice_fetch(body, version)
     return result
 
 
@@ -138,7 +151,7 @@ def encode(
     """
     n, key, value, timestamp, headers = _columns_from(data, key, value, timestamp, headers)
     codec_id = _compression_id(compression)
-    return bytes(_codec.encode_batch_v2(
+    return bytes(_codec().encode_batch_v2(
         n, _binary_input(key, n, "key"), _binary_input(value, n, "value"),
         _timestamps(timestamp, n), _header_input(headers, n), base_offset=base_offset,
         codec=codec_id, producer_id=producer_id, producer_epoch=producer_epoch,
