@@ -327,6 +327,48 @@ cdef inline int read_varint(Decoder *d, const unsigned char **pp, const unsigned
     return 0
 
 
+cdef inline int read_varint_fast(Decoder *d, const unsigned char **pp,
+                                 const unsigned char *end, int64_t *out, int max_bytes,
+                                 const unsigned char *base) noexcept nogil:
+    """One-byte varints (almost all of them in records) inline; the rest via read_varint."""
+    cdef const unsigned char *p = pp[0]
+    cdef uint8_t b
+    if p < end:
+        b = p[0]
+        if b < 0x80:
+            out[0] = <int64_t> ((b >> 1) ^ (-(b & 1)))
+            pp[0] = p + 1
+            return 0
+    return read_varint(d, pp, end, out, max_bytes, base)
+
+
+cdef inline void bin_append_reserved(BinOut *o, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """Copy-mode append of a non-null value into room reserved for the batch (no checks)."""
+    if n > 0:
+        memcpy(o.data.data + o.data.len, p, <size_t> n)
+        o.data.len += n
+    (<int32_t *> (o.offsets.data + o.offsets.len))[0] = <int32_t> o.data.len
+    o.offsets.len += 4
+    o.rows += 1
+
+
+cdef int reserve_batch(Decoder *d, Py_ssize_t rows, Py_ssize_t nbytes) except -1 nogil:
+    """Room for ``rows`` records whose keys and values total at most ``nbytes``."""
+    gb_reserve(&d.offset, 8 * rows)
+    gb_reserve(&d.timestamp, 8 * rows)
+    gb_reserve(&d.ts_type, 4 * rows)
+    gb_reserve(&d.header_offsets, 4 * rows)
+    if d.views:
+        gb_reserve(&d.key.views, 16 * rows)
+        gb_reserve(&d.value.views, 16 * rows)
+    else:
+        gb_reserve(&d.key.offsets, 8 * rows)
+        gb_reserve(&d.key.data, nbytes)
+        gb_reserve(&d.value.offsets, 8 * rows)
+        gb_reserve(&d.value.data, nbytes)
+    return 0
+
+
 cdef inline int take(Decoder *d, const unsigned char **pp, const unsigned char *end, int64_t n,
                      const char *what, const unsigned char *base) noexcept nogil:
     if n < 0:
@@ -359,9 +401,16 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
     cdef int64_t hk_len, hv_len, offset
     cdef int32_t i, h
     cdef bint keep
+    # A record takes at least 7 bytes, so this batch adds at most that many rows, and its
+    # keys and values fit in its own length: reserve once, append unchecked below.
+    cdef Py_ssize_t rows = (stop - start) // 7
+    if count < rows:
+        rows = count
+    if reserve_batch(d, rows, stop - start) < 0:
+        return -1
     for i in range(count):
         rec_start = p
-        if read_varint(d, &p, end, &length, 5, base) < 0:
+        if read_varint_fast(d, &p, end, &length, 5, base) < 0:
             return -2
         if length < 0:
             d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, rec_start - base, "record"
@@ -372,11 +421,11 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
         rec_end = p + length
         if take(d, &p, rec_end, 1, "record attributes", base) < 0:
             return -2
-        if read_varint(d, &p, rec_end, &ts_delta, 10, base) < 0:
+        if read_varint_fast(d, &p, rec_end, &ts_delta, 10, base) < 0:
             return -2
-        if read_varint(d, &p, rec_end, &offset_delta, 5, base) < 0:
+        if read_varint_fast(d, &p, rec_end, &offset_delta, 5, base) < 0:
             return -2
-        if read_varint(d, &p, rec_end, &key_len, 5, base) < 0:
+        if read_varint_fast(d, &p, rec_end, &key_len, 5, base) < 0:
             return -2
         key = p
         if key_len >= 0:
@@ -385,7 +434,7 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
         elif key_len != -1:
             d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "key"
             return -2
-        if read_varint(d, &p, rec_end, &value_len, 5, base) < 0:
+        if read_varint_fast(d, &p, rec_end, &value_len, 5, base) < 0:
             return -2
         value = p
         if value_len >= 0:
@@ -394,7 +443,7 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
         elif value_len != -1:
             d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "value"
             return -2
-        if read_varint(d, &p, rec_end, &header_count, 5, base) < 0:
+        if read_varint_fast(d, &p, rec_end, &header_count, 5, base) < 0:
             return -2
         if header_count < 0 or header_count > rec_end - p:
             d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "header count"
@@ -402,12 +451,12 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
         offset = base_offset + offset_delta
         keep = offset >= d.start_offset
         for h in range(<int32_t> header_count):
-            if read_varint(d, &p, rec_end, &hk_len, 5, base) < 0:
+            if read_varint_fast(d, &p, rec_end, &hk_len, 5, base) < 0:
                 return -2
             hk = p
             if take(d, &p, rec_end, hk_len, "header key", base) < 0:
                 return -2
-            if read_varint(d, &p, rec_end, &hv_len, 5, base) < 0:
+            if read_varint_fast(d, &p, rec_end, &hv_len, 5, base) < 0:
                 return -2
             hv = p
             if hv_len >= 0:
@@ -426,13 +475,27 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
             if d.offset.len // 8 >= 0x7FFFFFFF:
                 d.err, d.err_pos, d.err_what = ERR_TOO_MANY_ROWS, rec_start - base, "record"
                 return -2
-            gb_put_i64(&d.offset, offset)
-            gb_put_i64(&d.timestamp, max_ts if ts_type == 1 else base_ts + ts_delta)
-            gb_put_i32(&d.ts_type, ts_type)
-            bin_append(&d.key, key, key_len, d.views, buf_index, key - base)
-            bin_append(&d.value, value, value_len, d.views, buf_index, value - base)
+            (<int64_t *> (d.offset.data + d.offset.len))[0] = offset
+            d.offset.len += 8
+            (<int64_t *> (d.timestamp.data + d.timestamp.len))[0] = (
+                max_ts if ts_type == 1 else base_ts + ts_delta)
+            d.timestamp.len += 8
+            (<int32_t *> (d.ts_type.data + d.ts_type.len))[0] = ts_type
+            d.ts_type.len += 4
             d.headers_total += <int32_t> header_count
-            gb_put_i32(&d.header_offsets, d.headers_total)
+            (<int32_t *> (d.header_offsets.data + d.header_offsets.len))[0] = d.headers_total
+            d.header_offsets.len += 4
+            # common case: copy mode, no nulls so far, offsets staying 32-bit
+            if (key_len >= 0 and not d.views and not d.key.validity.len
+                    and d.key.data.len + (stop - start) <= 0x7FFFFFFF):
+                bin_append_reserved(&d.key, key, key_len)
+            else:
+                bin_append(&d.key, key, key_len, d.views, buf_index, key - base)
+            if (value_len >= 0 and not d.views and not d.value.validity.len
+                    and d.value.data.len + (stop - start) <= 0x7FFFFFFF):
+                bin_append_reserved(&d.value, value, value_len)
+            else:
+                bin_append(&d.value, value, value_len, d.views, buf_index, value - base)
     if p != end:
         d.err, d.err_pos, d.err_what = ERR_TRAILING_RECORD_BYTES, p - base, "batch"
         return -2
