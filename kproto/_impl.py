@@ -21,14 +21,14 @@ if os.environ.get("KPROTO_PURE") == "1":
     IS_PURE = True
 else:
     try:
-        from . import _codec as codec  # type: ignore[attr-defined, no-redef]
+        from . import _codec as codec
 
         IS_PURE = False
     except ImportError as exc:  # pragma: no cover - only without a built extension
         warnings.warn(f"kproto's Cython extension is not available ({exc}); using the "
                       "pure-Python implementation, which is much slower", RuntimeWarning,
                       stacklevel=2)
-        from . import _pure as codec  # type: ignore[no-redef]
+        from . import _pure as codec
 
         IS_PURE = True
 

@@ -85,7 +85,7 @@ def run(bootstrap: str | None, topic: str, partitions: int, count: int, value_by
         compression: str, batch_records: int) -> None:
     with _broker(bootstrap) as address, BrokerConnection(address, client_id="kproto-demo") as conn:
         print(f"\nApiVersions v{conn.api_versions_version} with {address}: negotiated versions")
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for key, (lo, hi) in sorted(protocol.API_VERSIONS.items()):
             broker = conn.broker_versions.get(key)
             advertised = f"{broker[0]}-{broker[1]}" if broker else "-"

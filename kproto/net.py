@@ -121,8 +121,8 @@ class BrokerConnection:
         return self._round_trip(ApiKey.API_VERSIONS, version, fields)
 
     def _negotiate(self) -> None:
-        version: int | None = protocol.API_VERSIONS[ApiKey.API_VERSIONS][1]
-        while version is not None:
+        version = protocol.API_VERSIONS[ApiKey.API_VERSIONS][1]
+        while True:
             try:
                 body = self.api_versions(version)
             except ProtocolError:

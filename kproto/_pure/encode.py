@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,7 +28,7 @@ def _zigzag(v: int) -> bytes:
 def _values(col: tuple[Any, Any, Any, int], n: int) -> list[bytes | None]:
     offsets, data, validity, bit0 = col
     offsets = np.asarray(offsets)
-    raw = memoryview(np.asarray(data, np.uint8)).cast("B")
+    raw = memoryview(cast(Any, np.asarray(data, np.uint8))).cast("B")
     out: list[bytes | None] = []
     for i in range(n):
         if validity is not None:

@@ -31,7 +31,7 @@ import heapq
 import struct
 import zlib
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -420,8 +420,9 @@ def _views(out: _Out, refs: list[Any]) -> BinaryViewColumn:
         buf, start, n = r
         raw = bytes(memoryview(buf)[start:start + n])
         if n <= 12:
-            struct.pack_into("<i12s", views, 16 * i, n, raw)
+            struct.pack_into("<i12s", cast(Any, views), 16 * i, n, raw)
         else:
-            struct.pack_into("<i4sii", views, 16 * i, n, raw[:4], out.buffer_index(buf), start)
+            struct.pack_into("<i4sii", cast(Any, views), 16 * i, n, raw[:4],
+                             out.buffer_index(buf), start)
     validity, nulls = _validity(refs)
     return BinaryViewColumn(views, out.buffers, validity, nulls)

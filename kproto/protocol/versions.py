@@ -26,22 +26,21 @@ _PRODUCE_FLOOR_4X = 3
 _FIRST_4X_PRODUCE_MAX = 12
 
 
-def broker_ranges(api_versions: Mapping[str, Any] | Mapping[int, tuple[int, int]]
-                  ) -> dict[int, tuple[int, int]]:
+def broker_ranges(api_versions: Mapping[Any, Any]) -> dict[int, tuple[int, int]]:
     """Normalise a decoded ApiVersions response (or a ``{key: (min, max)}`` map)
     into ``{key: (min, max)}``, applying known broker quirks."""
     if "api_keys" in api_versions:
         ranges = {int(a["api_key"]): (int(a["min_version"]), int(a["max_version"]))
-                  for a in api_versions["api_keys"]}  # type: ignore[index]
+                  for a in api_versions["api_keys"]}
     else:
-        ranges = {int(k): (int(v[0]), int(v[1])) for k, v in api_versions.items()}  # type: ignore[index]
+        ranges = {int(k): (int(v[0]), int(v[1])) for k, v in api_versions.items()}
     produce = ranges.get(PRODUCE)
     if produce and produce[1] >= _FIRST_4X_PRODUCE_MAX and produce[0] < _PRODUCE_FLOOR_4X:
         ranges[PRODUCE] = (_PRODUCE_FLOOR_4X, produce[1])
     return ranges
 
 
-def common_ranges(broker: Mapping[str, Any] | Mapping[int, tuple[int, int]],
+def common_ranges(broker: Mapping[Any, Any],
                   ours: Mapping[int, tuple[int, int]] = API_VERSIONS) -> dict[int, tuple[int, int]]:
     """Per API, the versions both sides support (APIs without overlap are left out)."""
     out = {}
@@ -53,7 +52,7 @@ def common_ranges(broker: Mapping[str, Any] | Mapping[int, tuple[int, int]],
     return out
 
 
-def negotiate(broker: Mapping[str, Any] | Mapping[int, tuple[int, int]],
+def negotiate(broker: Mapping[Any, Any],
               ours: Mapping[int, tuple[int, int]] = API_VERSIONS) -> dict[int, int]:
     """Pick, per API, the highest version both kproto and the broker support.
 

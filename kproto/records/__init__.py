@@ -122,7 +122,7 @@ def decode_fetch_response(
             check_crc=check_crc, aborted_transactions=aborted, binary_view=binary_view,
             max_decompressed=max_decompressed))
     cols = RecordColumns.concat(parts) if parts else RecordColumns.empty()
-    cols.fetch = sliced  # type: ignore[attr-defined]
+    cols.fetch = sliced
     return cols
 
 
@@ -260,9 +260,8 @@ def _header_input(col: Any, n: int) -> tuple[np.ndarray, _BinaryInput, _BinaryIn
                 _binary_input(values.field("key"), total, "headers.key"),
                 _binary_input(values.field("value"), total, "headers.value"))
     rows = list(col)
-    counts = [len(r or ()) for r in rows]
     offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(counts, out=offsets[1:])
+    np.cumsum([len(r or ()) for r in rows], out=offsets[1:])
     flat = [h for r in rows for h in (r or ())]
     hkeys = [(k.encode() if isinstance(k, str) else bytes(k)) for k, _ in flat]
     hvals = [None if v is None else v.encode() if isinstance(v, str) else bytes(v)

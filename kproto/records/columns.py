@@ -189,6 +189,8 @@ class RecordColumns:
     topic_index: np.ndarray | None = None
     partition_column: np.ndarray | None = None
     next_offsets: dict[tuple[str | None, int], int] = field(default_factory=dict)
+    #: The sliced Fetch response, when the columns come from decode_fetch_response.
+    fetch: Any = None
 
     @classmethod
     def empty(cls, topic: str | None = None, partition: int = -1,
