@@ -37,37 +37,31 @@ _EMPTY = b""
 
 # ---------------------------------------------------------------- CRCs
 
-def crc32c(data, uint32_t crc=0):
-    """CRC-32C (Castagnoli) of ``data``, continuing ``crc``."""
+ctypedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t) noexcept nogil
+
+
+cdef uint32_t _crc(crc_fn fn, data, uint32_t crc) except? 0:
     cdef const unsigned char[::1] v = _as_bytes_view(data)
     cdef size_t n = v.shape[0]
-    if n == 0:
-        return crc
-    with nogil:
-        crc = crc32c_update(crc, &v[0], n)
+    if n:
+        with nogil:  # big buffers: let other threads run
+            crc = fn(crc, &v[0], n)
     return crc
+
+
+def crc32c(data, uint32_t crc=0):
+    """CRC-32C (Castagnoli) of ``data``, continuing ``crc``."""
+    return _crc(crc32c_update, data, crc)
 
 
 def crc32c_software(data, uint32_t crc=0):
     """CRC-32C with the table method only (to test the SSE4.2 path against)."""
-    cdef const unsigned char[::1] v = _as_bytes_view(data)
-    cdef size_t n = v.shape[0]
-    if n == 0:
-        return crc
-    with nogil:
-        crc = crc32c_update_sw(crc, &v[0], n)
-    return crc
+    return _crc(crc32c_update_sw, data, crc)
 
 
 def crc32(data, uint32_t crc=0):
     """CRC-32 (IEEE, as zlib.crc32) of ``data``, continuing ``crc``."""
-    cdef const unsigned char[::1] v = _as_bytes_view(data)
-    cdef size_t n = v.shape[0]
-    if n == 0:
-        return crc
-    with nogil:
-        crc = crc32_update(crc, &v[0], n)
-    return crc
+    return _crc(crc32_update, data, crc)
 
 
 # ---------------------------------------------------------------- varints

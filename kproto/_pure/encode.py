@@ -11,18 +11,13 @@ import numpy as np
 from ..errors import EncodeError
 from ..records import compression
 from .crc import crc32c
+from .varint import encode_uvarint, zigzag_encode
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 def _zigzag(v: int) -> bytes:
-    u = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while u >= 0x80:
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
+    return encode_uvarint(zigzag_encode(v))
 
 
 def _values(col: tuple[Any, Any, Any, int], n: int) -> list[bytes | None]:
