@@ -116,3 +116,25 @@ def test_encode_decode_round_trip(vals, data, codec) -> None:
         got = [(r.key, r.value, r.timestamp, r.headers) for r in cols]
         assert got == [(k, v, t, [(hk, hv) for hk, hv in h])
                        for k, v, t, h in zip(keys, vals, ts, hdrs, strict=True)]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4"])
+def test_legacy_builder_read_by_kafka_python_and_kproto(magic: int, codec) -> None:
+    keys = [b"a", None, b"", b"dd"]
+    vals = [b"1", b"22", None, b""]
+    ts = [TS, TS + 1, TS + 2, TS + 3]
+    data = records.encode_legacy(key=keys, value=vals, timestamp=ts, magic=magic,
+                                 compression=codec, base_offset=70)
+    want = [(70 + i, ts[i] if magic else -1, 0 if magic else -1, keys[i], vals[i], [])
+            for i in range(4)]
+    assert read_with_kafka_python(data) == want
+    for mod in (_codec, _pure):
+        assert rows_of(mod.decode_records(data)) == want
+
+
+def test_legacy_builder_refuses_headers_and_zstd() -> None:
+    with pytest.raises(EncodeError):
+        records.encode_legacy([(b"k", b"v", [("h", b"x")])])
+    with pytest.raises(EncodeError):
+        records.encode_legacy(value=[b"v"], compression="zstd")

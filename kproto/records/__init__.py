@@ -40,7 +40,7 @@ def _codec() -> Any:
 
 
 __all__ = [
-    "decode", "encode", "slice_fetch", "decode_fetch_response", "RecordColumns",
+    "decode", "encode", "encode_legacy", "slice_fetch", "decode_fetch_response", "RecordColumns",
     "BinaryColumn", "BinaryViewColumn", "HeaderColumn", "Record", "FetchedPartition",
     "FetchSlice", "COLUMNS", "arrow_schema", "compression", "concat",
 ]
@@ -268,3 +268,60 @@ def _header_input(col: Any, n: int) -> tuple[np.ndarray, _BinaryInput, _BinaryIn
              for _, v in flat]
     return (offsets, _binary_input(hkeys, len(flat), "headers.key"),
             _binary_input(hvals, len(flat), "headers.value"))
+
+
+def encode_legacy(data: Any = None, *, key: Any = None, value: Any = None,
+                  timestamp: Any = None, magic: int = 1, base_offset: int = 0,
+                  compression: str | int | None = None) -> bytes:
+    """Encode a magic 0 or 1 message set (for old brokers and tests; never headers).
+
+    Takes the same inputs as :func:`encode`. With compression, the messages are
+    wrapped in one compressed message (inner offsets relative in magic 1, as
+    Kafka 0.10+ writes them; the wrapper carries the last absolute offset).
+    """
+    import struct
+    import zlib
+
+    if magic not in (0, 1):
+        raise EncodeError(f"legacy message sets are magic 0 or 1, not {magic}")
+    n, key, value, timestamp, headers = _columns_from(data, key, value, timestamp, None)
+    if headers is not None and any(headers):
+        raise EncodeError("magic 0/1 messages cannot carry headers")
+    keys = _python_values(_binary_input(key, n, "key"), n)
+    values = _python_values(_binary_input(value, n, "value"), n)
+    stamps = _timestamps(timestamp, n)
+    codec = _compression_id(compression)
+    if codec == 4:
+        raise EncodeError("zstd needs record batches (magic 2)")
+
+    def message(offset: int, k: bytes | None, v: bytes | None, ts: int, attributes: int) -> bytes:
+        body = struct.pack(">bb", magic, attributes)
+        if magic == 1:
+            body += struct.pack(">q", ts)
+        for part in (k, v):
+            body += struct.pack(">i", -1) if part is None else struct.pack(">i", len(part)) + part
+        crc = zlib.crc32(body)
+        return struct.pack(">qiI", offset, len(body) + 4, crc) + body
+
+    relative = codec and magic == 1
+    inner = b"".join(message(i if relative else base_offset + i, keys[i], values[i],
+                             int(stamps[i]), 0) for i in range(n))
+    if not codec:
+        return inner
+    from . import compression as codecs
+
+    wrapped = codecs.compress(codec, inner, magic=magic)
+    return message(base_offset + n - 1, None, wrapped, int(stamps.max()) if n else -1, codec)
+
+
+def _python_values(col: _BinaryInput, n: int) -> list[bytes | None]:
+    offsets, data, validity, bit0 = col
+    out: list[bytes | None] = []
+    raw = data.tobytes()
+    for i in range(n):
+        bit = bit0 + i
+        if validity is not None and not (int(validity[bit >> 3]) >> (bit & 7)) & 1:
+            out.append(None)
+        else:
+            out.append(raw[int(offsets[i]):int(offsets[i + 1])])
+    return out
