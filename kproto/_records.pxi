@@ -689,8 +689,8 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                 codec = attributes & 0x07
                 ts_type = 1 if attributes & 0x08 else 0
                 if codec:
-                    inner = _compression.decompress(codec, view[pos + 61:stop], magic=2,
-                                                    max_size=max_decompressed)
+                    inner = _compression.decompress_buffer(
+                        codec, view[pos + 61:stop], magic=2, max_size=max_decompressed)
                     inner_view = inner
                     body = &inner_view[0] if inner_view.shape[0] else NOTHING
                     rpos, rstop = 0, inner_view.shape[0]
@@ -794,8 +794,8 @@ cdef int64_t _legacy_message(Decoder *d, object src, const unsigned char *base,
         return offset
     if value_len < 0:
         raise _CorruptRecordError("compressed message without a value", offset=pos)
-    inner = _compression.decompress(codec, src[value_pos:value_pos + value_len], magic=magic,
-                                    max_size=max_decompressed)
+    inner = _compression.decompress_buffer(codec, src[value_pos:value_pos + value_len],
+                                           magic=magic, max_size=max_decompressed)
     return _legacy_inner(d, inner, offset, magic, ts, ts_type, check_crc, buffers)
 
 

@@ -184,7 +184,7 @@ def _batch_v2(data: memoryview, pos: int, stop: int, out: _Out, start_offset: in
     body: Any = data
     rpos, rend = pos + V2_OVERHEAD, stop
     if codec:
-        body = memoryview(compression.decompress(codec, data[rpos:stop], magic=2,
+        body = memoryview(compression.decompress_buffer(codec, data[rpos:stop], magic=2,
                                                  max_size=max_decompressed))
         rpos, rend = 0, len(body)
     if attributes & ATTR_CONTROL:
@@ -313,7 +313,7 @@ def _legacy_message(data: Any, pos: int, stop: int, out: _Out, start_offset: int
         raise CorruptRecordError("compressed message nested in a compressed message", offset=pos)
     if value is None:
         raise CorruptRecordError("compressed message without a value", offset=pos)
-    inner = memoryview(compression.decompress(codec, _slice(value), magic=magic,
+    inner = memoryview(compression.decompress_buffer(codec, _slice(value), magic=magic,
                                               max_size=max_decompressed))
     return _legacy_inner(inner, offset, magic, timestamp, ts_type, out, start_offset, check_crc)
 

@@ -269,8 +269,11 @@ class RecordColumns:
 
     def record(self, i: int) -> Record:
         """Row ``i`` as a :class:`Record`."""
-        topics, index = self.topic_of_rows()
-        return Record(topics[int(index[i])] if topics else None, int(self.partitions()[i]),
+        if self.topic_index is None:
+            topic = self.topic
+        else:
+            topic = self.topics[int(self.topic_index[i])]
+        return Record(topic, int(self.partitions()[i]),
                       int(self.offset[i]), int(self.timestamp[i]), int(self.timestamp_type[i]),
                       self.key.get(i), self.value.get(i), self.headers.get(i))
 

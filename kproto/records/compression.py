@@ -68,6 +68,14 @@ def _too_big(codec: int, max_size: int) -> DecompressionLimitError:
 def decompress(codec: int, data: Any, *, magic: int = 2,
                max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
     """Decompress one batch's records (``data``: any bytes-like object)."""
+    out = decompress_buffer(codec, data, magic=magic, max_size=max_size)
+    return out if isinstance(out, bytes) else bytes(out)
+
+
+def decompress_buffer(codec: int, data: Any, *, magic: int = 2,
+                      max_size: int = DEFAULT_MAX_DECOMPRESSED) -> Any:
+    """Like :func:`decompress`, but may return the codec library's own buffer object
+    (anything with the buffer protocol) to save a copy: what the record decoder uses."""
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
@@ -119,18 +127,18 @@ def _uvarint_prefix(view: memoryview) -> int:
     raise _corrupt(SNAPPY, "invalid block header")
 
 
-def _snappy_block(block: memoryview, max_size: int) -> bytes:
+def _snappy_block(block: memoryview, max_size: int) -> Any:
     import cramjam
 
     if _uvarint_prefix(block) > max_size:
         raise _too_big(SNAPPY, max_size)
     try:
-        return bytes(cramjam.snappy.decompress_raw(block))
+        return cramjam.snappy.decompress_raw(block)  # a buffer-protocol object: no copy
     except Exception as exc:  # cramjam raises its own DecompressionError
         raise _corrupt(SNAPPY, f"invalid block ({exc})", exc) from None
 
 
-def _unsnappy(data: Any, max_size: int) -> bytes:
+def _unsnappy(data: Any, max_size: int) -> Any:
     view = memoryview(data).cast("B")
     if view[:8] != XERIAL_MAGIC:
         return _snappy_block(view, max_size)
@@ -148,7 +156,7 @@ def _unsnappy(data: Any, max_size: int) -> bytes:
         total += len(chunk)
         out.append(chunk)
         pos += n
-    return b"".join(out)
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 def _xxh32(data: bytes, seed: int = 0) -> int:
