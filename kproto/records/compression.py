@@ -142,9 +142,11 @@ def _unsnappy(data: Any, max_size: int) -> Any:
     view = memoryview(data).cast("B")
     if view[:8] != XERIAL_MAGIC:
         return _snappy_block(view, max_size)
-    pos, total, out = XERIAL_HEADER, 0, []
     if view.nbytes < XERIAL_HEADER:
         raise _corrupt(SNAPPY, "truncated xerial header")
+    # Walk the chunks once for their sizes, then decompress each into its place in one
+    # buffer (no per-chunk objects to join).
+    chunks, pos, total = [], XERIAL_HEADER, 0
     while pos < view.nbytes:
         if view.nbytes - pos < 4:
             raise _corrupt(SNAPPY, f"truncated xerial chunk length at byte {pos}")
@@ -152,11 +154,31 @@ def _unsnappy(data: Any, max_size: int) -> Any:
         pos += 4
         if n < 0 or n > view.nbytes - pos:
             raise _corrupt(SNAPPY, f"xerial chunk of {n} bytes runs past the end at byte {pos}")
-        chunk = _snappy_block(view[pos:pos + n], max_size - total)
-        total += len(chunk)
-        out.append(chunk)
+        block = view[pos:pos + n]
+        size = _uvarint_prefix(block)
+        total += size
+        if total > max_size:
+            raise _too_big(SNAPPY, max_size)
+        chunks.append((block, size))
         pos += n
-    return out[0] if len(out) == 1 else b"".join(out)
+    return _snappy_into(chunks, total)
+
+
+def _snappy_into(chunks: list[tuple[memoryview, int]], total: int) -> bytearray:
+    import cramjam
+
+    out = bytearray(total)
+    target = memoryview(out)
+    at = 0
+    for block, size in chunks:
+        try:
+            written = cramjam.snappy.decompress_raw_into(block, target[at:at + size])
+        except Exception as exc:  # cramjam raises its own DecompressionError
+            raise _corrupt(SNAPPY, f"invalid block ({exc})", exc) from None
+        if written != size:
+            raise _corrupt(SNAPPY, f"block decompressed to {written} bytes, not {size}")
+        at += size
+    return out
 
 
 def _xxh32(data: bytes, seed: int = 0) -> int:
