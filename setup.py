@@ -1,8 +1,14 @@
-"""Build kproto's Cython extension ``kproto._codec``.
+"""Build kproto's Cython extension ``kproto._codec`` (metadata lives in pyproject.toml).
 
 Environment knobs:
-    KPROTO_DEBUG=1      -O0 -g, Cython line tracing and annotated HTML
-    KPROTO_SANITIZE=1   AddressSanitizer + UndefinedBehaviorSanitizer (for the fuzzers)
+    KPROTO_DEBUG=1      -O0 -g with asserts, Cython line tracing (for coverage) and an
+                        annotated kproto/_codec.html; forces re-cythonizing
+    KPROTO_SANITIZE=1   AddressSanitizer + UndefinedBehaviorSanitizer (for the fuzz tests).
+                        Python itself is not instrumented, so preload the runtime:
+                        LD_PRELOAD=$(gcc -print-file-name=libasan.so) \\
+                        ASAN_OPTIONS=detect_leaks=0 python -m pytest ...
+
+No zlib (or any other C library) is needed: the CRCs are in kproto/_crc.h.
 """
 
 import os
@@ -14,15 +20,18 @@ from setuptools import Extension, setup
 DEBUG = os.environ.get("KPROTO_DEBUG") == "1"
 SANITIZE = os.environ.get("KPROTO_SANITIZE") == "1"
 
-compile_args = ["-O0", "-g"] if DEBUG else ["-O3"]
+compile_args = ["-O0", "-g", "-UNDEBUG"] if DEBUG else ["-O3"]
+compile_args.append("-Wno-unused-function")  # helpers shared by the .pxi fragments
 link_args = []
 if SANITIZE:
-    flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+             "-fno-omit-frame-pointer"]
     compile_args += flags + ["-g"]
     link_args += flags
+
 macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
 if DEBUG:
-    macros.append(("CYTHON_TRACE_NOGIL", "1"))
+    macros += [("CYTHON_TRACE", "1"), ("CYTHON_TRACE_NOGIL", "1")]
 
 extensions = [
     Extension(
@@ -30,7 +39,7 @@ extensions = [
         ["kproto/_codec.pyx"],
         include_dirs=["kproto", numpy.get_include()],
         define_macros=macros,
-        extra_compile_args=compile_args + ["-Wno-unused-function"],
+        extra_compile_args=compile_args,
         extra_link_args=link_args,
         depends=["kproto/_crc.h", "kproto/_records.pxi", "kproto/_encode.pxi",
                  "kproto/_fetch.pxi"],
@@ -49,5 +58,6 @@ setup(
             "linetrace": DEBUG,
         },
         annotate=DEBUG,
+        force=DEBUG,  # the .c of a release build has no trace calls to switch on
     ),
 )

@@ -1,22 +1,45 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False
+#
+# kproto._codec: varints, CRCs, record sets <-> columns, Fetch response slicing.
+#
+# Varints (PROTOCOL_NOTES §2.3, Kafka's ByteUtils): base-128, least significant group first;
+# the high bit of each byte says "another byte follows".
+#
+#     300 -> 0b10_0101100 -> AC 02      byte 0: 1_0101100 (low 7 bits, more)
+#                                       byte 1: 0_0000010 (next 7 bits, last)
+#
+#   unsigned varint  uint32, at most 5 bytes; the 5th byte carries bits 28-31 only (<= 0x0F)
+#   varint           int32 zigzag-mapped to uint32 ((n << 1) ^ (n >> 31): 0, -1, 1, -2 ->
+#                    0, 1, 2, 3, so small negatives stay short), then as above
+#   varlong          int64 zigzag-mapped to uint64, at most 10 bytes; the 10th byte <= 0x01
+#
+# A decoder never trusts a length: every byte read is checked against the end pointer of a
+# Cursor, so a truncated varint at the end of a slice can never read the parent's next byte.
+# Errors are raised by one out-of-line helper (_varint_fail) to keep the loops small.
+# Non-canonical encodings (80 00 for 0) are accepted, as Kafka does.
+#
+# CRCs are in _crc.h (CRC-32C for record batch v2, CRC-32 for magic 0/1 messages).
 """kproto's Cython core: varints, CRCs, record sets <-> columns, Fetch response slicing.
 
-Every function here has a pure-Python twin of the same name in ``kproto._pure``;
+Every public function here has a pure-Python twin of the same name in ``kproto._pure``;
 ``kproto._impl`` picks one. Fragments, by topic:
 
     _records.pxi   record sets (magic 0/1/2, any codec) -> RecordColumns
     _encode.pxi    columns -> record batch v2
     _fetch.pxi     Fetch response -> per-partition metadata + record-set views
 
-Varints (PROTOCOL_NOTES §2.3): unsigned varints are protobuf base-128, at most 5 bytes
-(uint32); varint/varlong are zigzag-encoded int32/int64 of at most 5/10 bytes. Every read
-checks the end of the buffer first, so a truncated varint can never read past it.
+Buffers: every ``buf``/``data`` argument takes any C-contiguous buffer (bytes, bytearray,
+memoryview, NumPy array; other item sizes are read as their bytes).
 """
 
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport (
+    PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE,
+)
+from cpython.long cimport PyLong_CheckExact
+from cpython.number cimport PyNumber_Index
 
 from kproto.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 
@@ -32,7 +55,27 @@ kp_crc_init()
 #: True when CRC-32C runs on the SSE4.2 instruction.
 HAVE_SSE42 = bool(kp_have_sse42)
 
-_EMPTY = b""
+cdef enum:
+    # Below this, releasing and re-taking the GIL costs more than the CRC (the crc32c
+    # package uses the same cut-off).
+    KP_NOGIL_MIN = 32 * 1024
+
+cdef unsigned char _NO_DATA = 0   # what an empty buffer points at (never read)
+
+
+# ---------------------------------------------------------------- buffers
+
+# The bytes of any C-contiguous buffer; TypeError for anything else.
+cdef const unsigned char[::1] _bytes_view(obj) except *:
+    try:
+        return obj                   # 1-D unsigned bytes: bytes, bytearray, uint8 arrays
+    except (ValueError, BufferError):   # another item format or ndim, or not contiguous
+        return memoryview(obj).cast("B")
+
+
+# Integers the way operator.index takes them: Cython's own conversion would truncate floats.
+cdef inline object _int(object n):
+    return n if PyLong_CheckExact(n) else PyNumber_Index(n)
 
 
 # ---------------------------------------------------------------- CRCs
@@ -40,134 +83,179 @@ _EMPTY = b""
 ctypedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t) noexcept nogil
 
 
-cdef uint32_t _crc(crc_fn fn, data, uint32_t crc) except? 0:
-    cdef const unsigned char[::1] v = _as_bytes_view(data)
-    cdef size_t n = v.shape[0]
-    if n:
-        with nogil:  # big buffers: let other threads run
-            crc = fn(crc, &v[0], n)
-    return crc
+cdef object _crc(crc_fn fn, object data, object crc):
+    cdef uint32_t c
+    cdef const unsigned char[::1] v
+    cdef const unsigned char *p = &_NO_DATA
+    cdef Py_ssize_t n
+    crc = _int(crc)
+    try:
+        c = crc
+    except OverflowError:            # zlib.crc32 and crc32c take any int, modulo 2**32
+        c = crc & 0xFFFFFFFF
+    if PyBytes_CheckExact(data):     # the common case, without acquiring a buffer
+        n = PyBytes_GET_SIZE(data)
+        p = <const unsigned char *> PyBytes_AS_STRING(data)
+    else:
+        v = _bytes_view(data)
+        n = v.shape[0]
+        if n:
+            p = &v[0]
+    if n >= KP_NOGIL_MIN:
+        with nogil:
+            c = fn(c, p, <size_t> n)
+    else:
+        c = fn(c, p, <size_t> n)
+    return c
 
 
-def crc32c(data, uint32_t crc=0):
-    """CRC-32C (Castagnoli) of ``data``, continuing ``crc``."""
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli) of ``data``, continuing ``crc``.
+
+    ``crc32c(b, crc32c(a)) == crc32c(a + b)``, as with the crc32c package.
+    """
     return _crc(crc32c_update, data, crc)
 
 
-def crc32c_software(data, uint32_t crc=0):
-    """CRC-32C with the table method only (to test the SSE4.2 path against)."""
+def crc32c_software(data, crc=0):
+    """CRC-32C by the table method only (what CPUs without SSE4.2 run), for tests."""
     return _crc(crc32c_update_sw, data, crc)
 
 
-def crc32(data, uint32_t crc=0):
-    """CRC-32 (IEEE, as zlib.crc32) of ``data``, continuing ``crc``."""
+def crc32(data, crc=0):
+    """CRC-32 (IEEE, same as zlib.crc32) of ``data``, continuing ``crc``."""
     return _crc(crc32_update, data, crc)
 
 
-# ---------------------------------------------------------------- varints
+# ---------------------------------------------------------------- cursor and varints
 
-cdef object _varint_error(str kind, Py_ssize_t pos, int limit, bint truncated):
-    if truncated:
-        return _DecodeError(f"truncated {kind} at byte {pos}", offset=pos)
-    return _DecodeError(f"{kind} at byte {pos} is longer than {limit} bytes", offset=pos)
+cdef struct Cursor:
+    const unsigned char *base   # start of the buffer (error offsets are relative to it)
+    const unsigned char *p      # next byte to read
+    const unsigned char *end    # one past the last byte: never read at or beyond it
+
+cdef enum:                      # varint kinds
+    KP_UVARINT = 0
+    KP_VARINT = 1
+    KP_VARLONG = 2
+
+cdef enum:                      # varint faults
+    KP_TRUNCATED = 0
+    KP_TOO_LONG = 1
+    KP_OVERFLOW = 2
 
 
-cdef uint64_t _read_uvarint(const unsigned char[::1] v, Py_ssize_t *pos, int limit,
-                            str kind) except? 0xFFFFFFFFFFFFFFFF:
-    cdef Py_ssize_t p = pos[0], start = pos[0], end = v.shape[0]
+cdef int _varint_fail(int kind, int fault, Py_ssize_t at) except -1:
+    name = ("unsigned varint", "varint", "varlong")[kind]
+    if fault == KP_TRUNCATED:
+        raise _DecodeError(f"truncated {name}", offset=at)
+    if fault == KP_TOO_LONG:
+        raise _DecodeError(f"{name} is longer than {10 if kind == KP_VARLONG else 5} bytes",
+                           offset=at)
+    raise _DecodeError(f"{name} overflows {64 if kind == KP_VARLONG else 32} bits", offset=at)
+
+
+# Read the base-128 number at c.p into out and advance past it; kind sets the limits.
+cdef int cursor_uvarint(Cursor *c, int kind, uint64_t *out) except -1:
+    cdef const unsigned char *p = c.p
+    cdef int max_bytes = 10 if kind == KP_VARLONG else 5
+    cdef unsigned char last_max = 0x01 if kind == KP_VARLONG else 0x0F
     cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    if p < 0 or p > end:
-        raise _DecodeError(f"position {p} is outside the buffer of {end} bytes", offset=p)
-    while True:
-        if p >= end:
-            raise _varint_error(kind, start, limit, True)
-        b = v[p]
+    cdef int i
+    cdef unsigned char b
+    for i in range(max_bytes):
+        if p >= c.end:
+            return _varint_fail(kind, KP_TRUNCATED, c.p - c.base)
+        b = p[0]
         p += 1
-        if shift == 7 * (limit - 1) and b > (0x0F if limit == 5 else 0x01):
-            # the last allowed byte may only carry the top bits of a 32/64-bit value
-            raise _DecodeError(f"{kind} at byte {start} does not fit in {32 if limit == 5 else 64}"
-                               " bits", offset=start)
-        result |= (<uint64_t> (b & 0x7F)) << shift
-        if not (b & 0x80):
-            pos[0] = p
-            return result
-        shift += 7
-        if shift >= 7 * limit:
-            raise _varint_error(kind, start, limit, False)
+        result |= (<uint64_t> (b & 0x7F)) << (7 * i)
+        if b < 0x80:
+            if i == max_bytes - 1 and b > last_max:   # bits beyond 32 (64) would be lost
+                return _varint_fail(kind, KP_OVERFLOW, c.p - c.base)
+            c.p = p
+            out[0] = result
+            return 0
+    return _varint_fail(kind, KP_TOO_LONG, c.p - c.base)
 
 
-def decode_uvarint(buf, Py_ssize_t pos=0):
-    """An unsigned varint (≤ 5 bytes, uint32) at ``buf[pos]``: (value, new position)."""
-    cdef const unsigned char[::1] v = _as_bytes_view(buf)
-    cdef uint64_t r = _read_uvarint(v, &pos, 5, "unsigned varint")
-    return r, pos
+cdef inline uint32_t zigzag_encode32(int32_t n) noexcept nogil:
+    return (<uint32_t> n << 1) ^ <uint32_t> (n >> 31)   # shift unsigned: no signed overflow
 
 
-def decode_varint(buf, Py_ssize_t pos=0):
-    """A zigzag varint (≤ 5 bytes, int32) at ``buf[pos]``: (value, new position)."""
-    cdef const unsigned char[::1] v = _as_bytes_view(buf)
-    cdef uint64_t r = _read_uvarint(v, &pos, 5, "varint")
-    return <int32_t> ((r >> 1) ^ (-(r & 1))), pos
+cdef inline uint64_t zigzag_encode64(int64_t n) noexcept nogil:
+    return (<uint64_t> n << 1) ^ <uint64_t> (n >> 63)
 
 
-def decode_varlong(buf, Py_ssize_t pos=0):
-    """A zigzag varlong (≤ 10 bytes, int64) at ``buf[pos]``: (value, new position)."""
-    cdef const unsigned char[::1] v = _as_bytes_view(buf)
-    cdef uint64_t r = _read_uvarint(v, &pos, 10, "varlong")
-    return <int64_t> ((r >> 1) ^ (-(r & 1))), pos
+cdef inline int32_t zigzag_decode32(uint32_t u) noexcept nogil:
+    return <int32_t> ((u >> 1) ^ (~(u & 1) + 1))        # ~x + 1: 0 or all ones
 
 
-cdef bytes _put_uvarint(uint64_t u):
-    cdef unsigned char out[10]
-    cdef int n = 0
-    while u >= 0x80:
-        out[n] = <unsigned char> ((u & 0x7F) | 0x80)
-        u >>= 7
-        n += 1
-    out[n] = <unsigned char> u
-    return PyBytes_FromStringAndSize(<char *> out, n + 1)
+cdef inline int64_t zigzag_decode64(uint64_t u) noexcept nogil:
+    return <int64_t> ((u >> 1) ^ (~(u & 1) + 1))
 
 
-def encode_uvarint(n):
-    """Unsigned varint bytes of ``0 <= n < 2**64``."""
-    if not 0 <= n < 2**64:
-        raise _EncodeError(f"{n} is out of range for an unsigned varint")
-    return _put_uvarint(<uint64_t> n)
+cdef inline int cursor_varint(Cursor *c, int32_t *out) except -1:
+    cdef uint64_t u = 0
+    cursor_uvarint(c, KP_VARINT, &u)
+    out[0] = zigzag_decode32(<uint32_t> u)
+    return 0
 
 
-def encode_varint(n):
-    """Zigzag varint bytes of an int32."""
-    if not -2**31 <= n < 2**31:
-        raise _EncodeError(f"{n} is out of range for a varint (int32)")
-    cdef int64_t v = n
-    return _put_uvarint(<uint64_t> ((v << 1) ^ (v >> 63)) & 0xFFFFFFFF)
+cdef inline int cursor_varlong(Cursor *c, int64_t *out) except -1:
+    cdef uint64_t u = 0
+    cursor_uvarint(c, KP_VARLONG, &u)
+    out[0] = zigzag_decode64(u)
+    return 0
 
 
-def encode_varlong(n):
-    """Zigzag varint bytes of an int64."""
-    if not -2**63 <= n < 2**63:
-        raise _EncodeError(f"{n} is out of range for a varlong (int64)")
-    cdef int64_t v = n
-    return _put_uvarint(<uint64_t> ((v << 1) ^ (v >> 63)))
+cdef tuple _decode(int kind, object buf, object pos):
+    cdef const unsigned char[::1] v
+    cdef Cursor c
+    cdef Py_ssize_t size, start
+    cdef uint64_t u = 0
+    c.base = &_NO_DATA
+    if PyBytes_CheckExact(buf):
+        size = PyBytes_GET_SIZE(buf)
+        c.base = <const unsigned char *> PyBytes_AS_STRING(buf)
+    else:
+        v = _bytes_view(buf)
+        size = v.shape[0]
+        if size:
+            c.base = &v[0]
+    pos = _int(pos)
+    try:
+        start = pos
+    except OverflowError:
+        start = -1
+    if start < 0 or start > size:
+        raise _DecodeError(f"position {pos} is outside the buffer of {size} bytes")
+    c.p = c.base + start
+    c.end = c.base + size
+    cursor_uvarint(&c, kind, &u)
+    start = c.p - c.base
+    if kind == KP_VARINT:
+        return zigzag_decode32(<uint32_t> u), start
+    if kind == KP_VARLONG:
+        return zigzag_decode64(u), start
+    return u, start
 
 
-def zigzag_encode(n):
-    """int64 -> zigzag uint64."""
-    cdef int64_t v = n
-    return <uint64_t> ((v << 1) ^ (v >> 63))
+def decode_uvarint(buf, pos=0):
+    """The unsigned varint (uint32, <= 5 bytes) at ``buf[pos]``: (value, position after it)."""
+    return _decode(KP_UVARINT, buf, pos)
 
 
-def zigzag_decode(n):
-    """zigzag uint64 -> int64."""
-    cdef uint64_t u = n
-    return <int64_t> ((u >> 1) ^ (-(u & 1)))
+def decode_varint(buf, pos=0):
+    """The zigzag varint (int32, <= 5 bytes) at ``buf[pos]``: (value, position after it)."""
+    return _decode(KP_VARINT, buf, pos)
 
 
-def size_of_uvarint(n):
-    """Bytes in the unsigned varint of ``n``."""
-    cdef uint64_t u = n
+def decode_varlong(buf, pos=0):
+    """The zigzag varlong (int64, <= 10 bytes) at ``buf[pos]``: (value, position after it)."""
+    return _decode(KP_VARLONG, buf, pos)
+
+
+cdef inline int uvarint_size(uint64_t u) noexcept nogil:
     cdef int size = 1
     while u >= 0x80:
         u >>= 7
@@ -175,14 +263,85 @@ def size_of_uvarint(n):
     return size
 
 
+cdef bytes _uvarint_bytes(uint64_t u):
+    cdef unsigned char out[10]
+    cdef int n = 0
+    while u >= 0x80:
+        out[n] = <unsigned char> (u | 0x80)
+        u >>= 7
+        n += 1
+    out[n] = <unsigned char> u
+    return PyBytes_FromStringAndSize(<char *> out, n + 1)
+
+
+cdef uint64_t _as_u64(object n, str what) except? 0:
+    n = _int(n)
+    try:
+        return n
+    except OverflowError:
+        raise _EncodeError(f"{n} is out of range for {what} (0 <= n < 2**64)") from None
+
+
+cdef int32_t _as_i32(object n, str what) except? -1:
+    n = _int(n)
+    try:
+        return n
+    except OverflowError:
+        raise _EncodeError(f"{n} is out of range for {what} (int32)") from None
+
+
+cdef int64_t _as_i64(object n, str what) except? -1:
+    n = _int(n)
+    try:
+        return n
+    except OverflowError:
+        raise _EncodeError(f"{n} is out of range for {what} (int64)") from None
+
+
+def encode_uvarint(n):
+    """Unsigned varint bytes of ``0 <= n < 2**64`` (Kafka's fields are uint32: 5 bytes max)."""
+    return _uvarint_bytes(_as_u64(n, "an unsigned varint"))
+
+
+def encode_varint(n):
+    """Zigzag varint bytes of an int32."""
+    return _uvarint_bytes(zigzag_encode32(_as_i32(n, "a varint")))
+
+
+def encode_varlong(n):
+    """Zigzag varlong bytes of an int64."""
+    return _uvarint_bytes(zigzag_encode64(_as_i64(n, "a varlong")))
+
+
+def size_of_uvarint(n):
+    """Length of ``encode_uvarint(n)``."""
+    return uvarint_size(_as_u64(n, "an unsigned varint"))
+
+
 def size_of_varint(n):
-    """Bytes in the zigzag varint of an int32 ``n``."""
-    return size_of_uvarint(((n << 1) ^ (n >> 31)) & 0xFFFFFFFF)
+    """Length of ``encode_varint(n)``."""
+    return uvarint_size(zigzag_encode32(_as_i32(n, "a varint")))
 
 
 def size_of_varlong(n):
-    """Bytes in the zigzag varlong of an int64 ``n``."""
-    return size_of_uvarint(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
+    """Length of ``encode_varlong(n)``."""
+    return uvarint_size(zigzag_encode64(_as_i64(n, "a varlong")))
+
+
+def zigzag_encode(n):
+    """int64 -> zigzag uint64 (0, -1, 1, -2 -> 0, 1, 2, 3)."""
+    return zigzag_encode64(_as_i64(n, "zigzag_encode"))
+
+
+def zigzag_decode(n):
+    """zigzag uint64 -> int64 (0, 1, 2, 3 -> 0, -1, 1, -2)."""
+    cdef uint64_t u
+    n = _int(n)
+    try:
+        u = n
+    except OverflowError:
+        raise _DecodeError(f"{n} is out of range for zigzag_decode (0 <= n < 2**64)") from None
+    return zigzag_decode64(u)
 
 
 include "_records.pxi"

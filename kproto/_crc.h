@@ -1,11 +1,25 @@
-/* CRC-32C (Castagnoli; record batches, magic 2) and CRC-32 (IEEE/zlib; messages, magic 0/1).
+/* kproto/_crc.h: CRC-32C and CRC-32 for kproto._codec (no zlib, no other library).
  *
- * CRC-32C uses the SSE4.2 crc32 instruction when the CPU has it (checked once at start-up),
- * running three independent streams over 8 KiB / 256-byte blocks and combining them with
- * "append N zero bytes" operators, because one stream is bound by the instruction's 3-cycle
- * latency. Other CPUs, and CRC-32, use slicing-by-8 tables. The zeros-operator construction
- * follows the well-known GF(2) matrix method (square the one-zero-bit operator).
- * Both functions continue a running CRC: crc(a+b) == crc_update(crc_update(0, a), b).
+ * Where Kafka uses them:
+ *   CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): record batch v2 (magic 2). The
+ *     uint32 at batch byte 17 covers bytes 21..end (attributes to the last record).
+ *   CRC-32 (IEEE 802.3, as zlib.crc32; reflected polynomial 0xEDB88320): legacy messages
+ *     (magic 0/1). The uint32 at message byte 12 covers magic..end.
+ * Both invert before and after, so update(update(0, a), b) == update(0, a || b): the
+ * continuation convention of zlib.crc32 and of the crc32c package.
+ *
+ * Why it is built this way:
+ *   - With SSE4.2 (x86), the crc32 instruction eats 8 bytes, but its 3-cycle latency makes
+ *     one dependent chain run at a third of the unit's throughput. Big inputs are therefore
+ *     split into three adjacent blocks run as independent chains; the three partial CRCs are
+ *     joined with "append N zero bytes" tables (the CRC register update is linear over
+ *     GF(2): crc(r, A||B) = zeros_B(crc(r, A)) ^ crc(0, B)). The CPU is checked once at
+ *     run time (__builtin_cpu_supports), so one binary runs on every x86.
+ *   - Everywhere else, and for CRC-32 (which has no instruction), slicing-by-8 tables. A
+ *     table chain is bound by load latency in the same way, so it is run as three chains too.
+ *   - Words are assembled from bytes (little-endian order, which is the reflected CRC's
+ *     order), so the code is the same on big-endian and strict-alignment CPUs; compilers
+ *     turn the assembly into one load on x86 and ARM.
  */
 #ifndef KPROTO_CRC_H
 #define KPROTO_CRC_H
@@ -14,65 +28,32 @@
 #include <stdint.h>
 #include <string.h>
 
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define KP_X86_CRC 1
+#include <nmmintrin.h> /* the intrinsics are usable in target("sse4.2") functions only */
+#endif
+
 #define KP_CRC32C_POLY 0x82f63b78u
 #define KP_CRC32_POLY 0xedb88320u
+#define KP_LONG 8192 /* bytes per chain in the 3-chain loop: joins cost ~10 cycles */
+#define KP_SHORT 256 /* ... and for what is left (768 bytes to 24 KiB) */
 
-static uint32_t kp_crc32c_table[8][256];
-static uint32_t kp_crc32_table[8][256];
+typedef struct {
+    uint32_t slice[8][256]; /* slice[k][b]: byte b followed by k zero bytes */
+    uint32_t zlong[4][256]; /* shift a CRC register over KP_LONG zero bytes, byte by byte */
+    uint32_t zshort[4][256];
+} kp_crc_tables;
+
+static kp_crc_tables kp_crc32c_t, kp_crc32_t;
 static int kp_have_sse42 = 0;
 
-static void kp_fill_tables(uint32_t t[8][256], uint32_t poly) {
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ poly : c >> 1;
-        t[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = t[0][n];
-        for (int k = 1; k < 8; k++) {
-            c = t[0][c & 0xff] ^ (c >> 8);
-            t[k][n] = c;
-        }
-    }
-}
+/* ---------------------------------------------------------------- tables */
 
-static uint32_t kp_crc_sw(const uint32_t t[8][256], uint32_t crc, const unsigned char *p,
-                          size_t len) {
-    crc = ~crc;
-    while (len && ((uintptr_t)p & 7)) {
-        crc = t[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
-        len--;
-    }
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        w ^= crc;
-        crc = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^
-              t[4][(w >> 24) & 0xff] ^ t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^
-              t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];
-        p += 8;
-        len -= 8;
-    }
-#endif
-    while (len--) crc = t[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
-    return ~crc;
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <nmmintrin.h>
-#define KP_LONG 8192
-#define KP_SHORT 256
-static uint32_t kp_crc32c_long[4][256];
-static uint32_t kp_crc32c_short[4][256];
-
+/* mat (32 columns) times vec over GF(2). */
 static uint32_t kp_gf2_times(const uint32_t *mat, uint32_t vec) {
     uint32_t sum = 0;
-    while (vec) {
+    for (; vec; vec >>= 1, mat++)
         if (vec & 1) sum ^= *mat;
-        vec >>= 1;
-        mat++;
-    }
     return sum;
 }
 
@@ -80,123 +61,153 @@ static void kp_gf2_square(uint32_t *square, const uint32_t *mat) {
     for (int n = 0; n < 32; n++) square[n] = kp_gf2_times(mat, mat[n]);
 }
 
-/* The operator that appends len (a power of two) zero bytes to a CRC-32C. */
-static void kp_zeros_op(uint32_t *even, size_t len) {
-    uint32_t odd[32], row = 1;
-    odd[0] = KP_CRC32C_POLY;
-    for (int n = 1; n < 32; n++) {
-        odd[n] = row;
-        row <<= 1;
+/* Fill z with the operator that appends len zero bytes (len a power of two >= 1). */
+static void kp_zeros_table(uint32_t z[4][256], uint32_t poly, size_t len) {
+    uint32_t op[32], tmp[32];
+    op[0] = poly; /* one zero bit: the register shifts right, the low bit folds in poly */
+    for (int n = 1; n < 32; n++) op[n] = 1u << (n - 1);
+    for (int bits = 1; bits < 8; bits <<= 1) { /* 2, 4, 8 zero bits = one zero byte */
+        kp_gf2_square(tmp, op);
+        memcpy(op, tmp, sizeof(op));
     }
-    kp_gf2_square(even, odd); /* 2 zero bits */
-    kp_gf2_square(odd, even); /* 4 zero bits */
-    do {                      /* 8 zero bits = 1 byte, then doubling */
-        kp_gf2_square(even, odd);
-        len >>= 1;
-        if (len == 0) return;
-        kp_gf2_square(odd, even);
-        len >>= 1;
-    } while (len);
-    memcpy(even, odd, sizeof(odd));
-}
-
-static void kp_zeros_table(uint32_t zeros[4][256], size_t len) {
-    uint32_t op[32];
-    kp_zeros_op(op, len);
+    for (; len > 1; len >>= 1) {
+        kp_gf2_square(tmp, op);
+        memcpy(op, tmp, sizeof(op));
+    }
     for (uint32_t n = 0; n < 256; n++) {
-        zeros[0][n] = kp_gf2_times(op, n);
-        zeros[1][n] = kp_gf2_times(op, n << 8);
-        zeros[2][n] = kp_gf2_times(op, n << 16);
-        zeros[3][n] = kp_gf2_times(op, n << 24);
+        z[0][n] = kp_gf2_times(op, n);
+        z[1][n] = kp_gf2_times(op, n << 8);
+        z[2][n] = kp_gf2_times(op, n << 16);
+        z[3][n] = kp_gf2_times(op, n << 24);
     }
 }
 
-static inline uint32_t kp_shift(uint32_t zeros[4][256], uint32_t crc) {
-    return zeros[0][crc & 0xff] ^ zeros[1][(crc >> 8) & 0xff] ^ zeros[2][(crc >> 16) & 0xff] ^
-           zeros[3][crc >> 24];
+static void kp_fill_tables(kp_crc_tables *t, uint32_t poly) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ poly : c >> 1;
+        t->slice[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int k = 1; k < 8; k++)
+            t->slice[k][n] = t->slice[0][t->slice[k - 1][n] & 0xff] ^ (t->slice[k - 1][n] >> 8);
+    kp_zeros_table(t->zlong, poly, KP_LONG);
+    kp_zeros_table(t->zshort, poly, KP_SHORT);
 }
+
+static inline uint32_t kp_shift(const uint32_t z[4][256], uint32_t crc) {
+    return z[0][crc & 0xff] ^ z[1][(crc >> 8) & 0xff] ^ z[2][(crc >> 16) & 0xff] ^ z[3][crc >> 24];
+}
+
+static inline uint32_t kp_le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* ---------------------------------------------------------------- slicing-by-8 */
+
+static inline uint32_t kp_sw8(const kp_crc_tables *t, uint32_t crc, const unsigned char *p) {
+    uint32_t lo = kp_le32(p) ^ crc, hi = kp_le32(p + 4);
+    return t->slice[7][lo & 0xff] ^ t->slice[6][(lo >> 8) & 0xff] ^
+           t->slice[5][(lo >> 16) & 0xff] ^ t->slice[4][lo >> 24] ^ t->slice[3][hi & 0xff] ^
+           t->slice[2][(hi >> 8) & 0xff] ^ t->slice[1][(hi >> 16) & 0xff] ^ t->slice[0][hi >> 24];
+}
+
+/* Three chains over blocks of n bytes each while at least 3n bytes are left. */
+#define KP_SW_3WAY(n, z)                                                                     \
+    while (len >= 3 * (size_t)(n)) {                                                         \
+        uint32_t c1 = 0, c2 = 0;                                                             \
+        for (size_t i = 0; i < (n); i += 8) {                                                \
+            c0 = kp_sw8(t, c0, p + i);                                                       \
+            c1 = kp_sw8(t, c1, p + (n) + i);                                                 \
+            c2 = kp_sw8(t, c2, p + 2 * (n) + i);                                             \
+        }                                                                                    \
+        c0 = kp_shift(z, kp_shift(z, c0) ^ c1) ^ c2;                                         \
+        p += 3 * (size_t)(n);                                                                \
+        len -= 3 * (size_t)(n);                                                              \
+    }
+
+static uint32_t kp_crc_sw(const kp_crc_tables *t, uint32_t crc, const unsigned char *p,
+                          size_t len) {
+    uint32_t c0 = ~crc;
+    KP_SW_3WAY(KP_LONG, t->zlong)
+    KP_SW_3WAY(KP_SHORT, t->zshort)
+    for (; len >= 8; p += 8, len -= 8) c0 = kp_sw8(t, c0, p);
+    while (len--) c0 = t->slice[0][(c0 ^ *p++) & 0xff] ^ (c0 >> 8);
+    return ~c0;
+}
+
+/* ---------------------------------------------------------------- SSE4.2 */
+
+#ifdef KP_X86_CRC
+/* 8 bytes through the crc32 instruction (x86 is little-endian: memcpy is the wire order). */
+__attribute__((target("sse4.2"))) static inline uint32_t kp_hw8(uint32_t crc,
+                                                               const unsigned char *p) {
+#if defined(__x86_64__)
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return (uint32_t)_mm_crc32_u64(crc, w);
+#else
+    uint32_t a, b;
+    memcpy(&a, p, 4);
+    memcpy(&b, p + 4, 4);
+    return _mm_crc32_u32(_mm_crc32_u32(crc, a), b);
+#endif
+}
+
+#define KP_HW_3WAY(n, z)                                                                     \
+    while (len >= 3 * (size_t)(n)) {                                                         \
+        uint32_t c1 = 0, c2 = 0;                                                             \
+        for (size_t i = 0; i < (n); i += 8) {                                                \
+            c0 = kp_hw8(c0, p + i);                                                          \
+            c1 = kp_hw8(c1, p + (n) + i);                                                    \
+            c2 = kp_hw8(c2, p + 2 * (n) + i);                                                \
+        }                                                                                    \
+        c0 = kp_shift(z, kp_shift(z, c0) ^ c1) ^ c2;                                         \
+        p += 3 * (size_t)(n);                                                                \
+        len -= 3 * (size_t)(n);                                                              \
+    }
 
 __attribute__((target("sse4.2"))) static uint32_t kp_crc32c_hw(uint32_t crc,
-                                                             const unsigned char *next,
+                                                             const unsigned char *p,
                                                              size_t len) {
-    uint64_t crc0 = crc ^ 0xffffffffu, crc1, crc2, w0, w1, w2;
-    const unsigned char *end;
-    while (len && ((uintptr_t)next & 7)) {
-        crc0 = _mm_crc32_u8((uint32_t)crc0, *next++);
-        len--;
-    }
-    while (len >= KP_LONG * 3) {
-        crc1 = crc2 = 0;
-        end = next + KP_LONG;
-        do {
-            memcpy(&w0, next, 8);
-            memcpy(&w1, next + KP_LONG, 8);
-            memcpy(&w2, next + 2 * KP_LONG, 8);
-            crc0 = _mm_crc32_u64(crc0, w0);
-            crc1 = _mm_crc32_u64(crc1, w1);
-            crc2 = _mm_crc32_u64(crc2, w2);
-            next += 8;
-        } while (next < end);
-        crc0 = kp_shift(kp_crc32c_long, (uint32_t)crc0) ^ (uint32_t)crc1;
-        crc0 = kp_shift(kp_crc32c_long, (uint32_t)crc0) ^ (uint32_t)crc2;
-        next += 2 * KP_LONG;
-        len -= 3 * KP_LONG;
-    }
-    while (len >= KP_SHORT * 3) {
-        crc1 = crc2 = 0;
-        end = next + KP_SHORT;
-        do {
-            memcpy(&w0, next, 8);
-            memcpy(&w1, next + KP_SHORT, 8);
-            memcpy(&w2, next + 2 * KP_SHORT, 8);
-            crc0 = _mm_crc32_u64(crc0, w0);
-            crc1 = _mm_crc32_u64(crc1, w1);
-            crc2 = _mm_crc32_u64(crc2, w2);
-            next += 8;
-        } while (next < end);
-        crc0 = kp_shift(kp_crc32c_short, (uint32_t)crc0) ^ (uint32_t)crc1;
-        crc0 = kp_shift(kp_crc32c_short, (uint32_t)crc0) ^ (uint32_t)crc2;
-        next += 2 * KP_SHORT;
-        len -= 3 * KP_SHORT;
-    }
-    end = next + (len - (len & 7));
-    while (next < end) {
-        memcpy(&w0, next, 8);
-        crc0 = _mm_crc32_u64(crc0, w0);
-        next += 8;
-    }
-    len &= 7;
-    while (len--) crc0 = _mm_crc32_u8((uint32_t)crc0, *next++);
-    return (uint32_t)crc0 ^ 0xffffffffu;
+    const kp_crc_tables *t = &kp_crc32c_t;
+    uint32_t c0 = ~crc;
+    /* 8-byte aligned loads never straddle a cache line */
+    for (; len && ((uintptr_t)p & 7); len--) c0 = _mm_crc32_u8(c0, *p++);
+    KP_HW_3WAY(KP_LONG, t->zlong)
+    KP_HW_3WAY(KP_SHORT, t->zshort)
+    for (; len >= 8; p += 8, len -= 8) c0 = kp_hw8(c0, p);
+    while (len--) c0 = _mm_crc32_u8(c0, *p++);
+    return ~c0;
 }
 #endif
 
+/* ---------------------------------------------------------------- entry points */
+
+/* Call once before any update (the module's import does). */
 static void kp_crc_init(void) {
-    kp_fill_tables(kp_crc32c_table, KP_CRC32C_POLY);
-    kp_fill_tables(kp_crc32_table, KP_CRC32_POLY);
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    kp_fill_tables(&kp_crc32c_t, KP_CRC32C_POLY);
+    kp_fill_tables(&kp_crc32_t, KP_CRC32_POLY);
+#ifdef KP_X86_CRC
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("sse4.2")) {
-        kp_zeros_table(kp_crc32c_long, KP_LONG);
-        kp_zeros_table(kp_crc32c_short, KP_SHORT);
-        kp_have_sse42 = 1;
-    }
+    kp_have_sse42 = __builtin_cpu_supports("sse4.2") ? 1 : 0;
 #endif
 }
 
 static inline uint32_t crc32c_update(uint32_t crc, const unsigned char *p, size_t len) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef KP_X86_CRC
     if (kp_have_sse42) return kp_crc32c_hw(crc, p, len);
 #endif
-    return kp_crc_sw(kp_crc32c_table, crc, p, len);
+    return kp_crc_sw(&kp_crc32c_t, crc, p, len);
 }
 
+/* The table path even when the CPU has SSE4.2: what other CPUs run, for the tests. */
 static inline uint32_t crc32c_update_sw(uint32_t crc, const unsigned char *p, size_t len) {
-    return kp_crc_sw(kp_crc32c_table, crc, p, len);
+    return kp_crc_sw(&kp_crc32c_t, crc, p, len);
 }
 
 static inline uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t len) {
-    return kp_crc_sw(kp_crc32_table, crc, p, len);
+    return kp_crc_sw(&kp_crc32_t, crc, p, len);
 }
 
-#endif
+#endif /* KPROTO_CRC_H */

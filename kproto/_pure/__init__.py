@@ -4,9 +4,12 @@ Readable and slow: the oracle the Cython is tested against. Same names, same
 results, same exceptions.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .crc import crc32, crc32c, crc32c_software
 from .encode import encode_batch_v2
-from .fetch import slice_fetch
 from .records import decode_records
 from .varint import (
     decode_uvarint,
@@ -22,7 +25,21 @@ from .varint import (
     zigzag_encode,
 )
 
+if TYPE_CHECKING:
+    from ..records.fetched import FetchSlice
+
+#: The extension's flag; the pure twin never uses the CRC instruction.
 HAVE_SSE42 = False
+
+
+def slice_fetch(body: Any, version: int) -> FetchSlice:
+    """Slice a Fetch response body (no header) of ``version``: see ``kproto._pure.fetch``."""
+    # Imported on first use: the pure slicer runs the protocol engine, which imports
+    # kproto._impl, which may be the module importing this package (KPROTO_PURE=1).
+    from .fetch import slice_fetch as slice_
+
+    return slice_(body, version)
+
 
 __all__ = [
     "crc32", "crc32c", "crc32c_software", "decode_uvarint", "decode_varint", "decode_varlong",

@@ -1,10 +1,11 @@
-"""Talking to one broker: a minimal blocking connection with version negotiation.
+"""A blocking transport for one broker, driving the sans-I/O :class:`Connection`.
 
 :class:`BrokerConnection` opens a TCP connection, asks the broker which API
 versions it speaks (ApiVersions at kproto's newest version, downgrading when
 the broker answers UNSUPPORTED_VERSION, and to v0 when it answers with a body
-that cannot be parsed), and then sends requests at the negotiated versions,
-one at a time.
+that cannot be parsed), and then sends requests at the negotiated versions:
+one at a time with :meth:`~BrokerConnection.request`, or pipelined with
+:meth:`~BrokerConnection.request_many`.
 
 >>> with BrokerConnection("127.0.0.1:9092") as conn:          # doctest: +SKIP
 ...     meta = conn.request(ApiKey.METADATA, {"topics": None})
@@ -13,17 +14,20 @@ one at a time.
 from __future__ import annotations
 
 import socket
-import struct
+import time
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from . import __version__, protocol
-from .errors import KafkaConnectionError, ProtocolError, UnsupportedVersionError
-from .protocol import ApiKey
+from .. import __version__, protocol
+from ..errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, \
+    UnsupportedVersionError
+from ..protocol import ApiKey
+from .connection import DEFAULT_MAX_RESPONSE_BYTES, Connection, Response
 
-_SIZE = struct.Struct(">i")
 #: Largest response accepted (Kafka's own socket.request.max.bytes default).
-MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
+_READ_CHUNK = 1 << 20
 
 
 def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
@@ -40,7 +44,8 @@ class BrokerConnection:
     """A blocking connection to one broker, with ApiVersions negotiation.
 
     ``versions`` maps API key to the version chosen for this connection;
-    ``broker_versions`` is what the broker advertised.
+    ``broker_versions`` is what the broker advertised. Every blocking call
+    gives up after ``timeout`` seconds with :class:`~kproto.errors.KafkaTimeoutError`.
     """
 
     def __init__(self, address: str, *, client_id: str = "kproto",
@@ -54,18 +59,14 @@ class BrokerConnection:
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version = -1
         self._sock: socket.socket | None = None
-        self._correlation_id = 0
+        self._conn: Connection | None = None
 
     # -- lifecycle
 
     def connect(self) -> BrokerConnection:
         """Open the socket and negotiate versions (idempotent)."""
         if self._sock is None:
-            try:
-                self._sock = socket.create_connection((self.host, self.port), self.timeout)
-            except OSError as exc:
-                raise KafkaConnectionError(f"cannot connect to {self.address}: {exc}") from exc
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._open()
             try:
                 self._negotiate()
             except BaseException:
@@ -75,6 +76,9 @@ class BrokerConnection:
 
     def close(self) -> None:
         """Close the socket."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -94,10 +98,11 @@ class BrokerConnection:
 
         ``version`` defaults to the negotiated version of ``api_key``.
         """
-        self.connect()
-        if version is None:
-            version = protocol.pick(self.versions, api_key)
-        return self._round_trip(api_key, version, fields)
+        [resp] = self.request_many([(api_key, fields)], version=version)
+        if resp.error is not None:
+            raise resp.error
+        body: dict[str, Any] = resp.body
+        return body
 
     def request_raw(self, api_key: int, fields: dict[str, Any], *, version: int | None = None
                     ) -> tuple[int, memoryview]:
@@ -106,19 +111,40 @@ class BrokerConnection:
         For responses decoded in bulk elsewhere, e.g. Fetch responses by
         :func:`kproto.records.decode_fetch_response`.
         """
+        [resp] = self.request_many([(api_key, fields)], version=version, raw=True)
+        return resp.request.version, resp.body
+
+    def request_many(self, requests: Sequence[tuple[int, dict[str, Any]]], *,
+                     version: int | None = None, raw: bool = False) -> list[Response]:
+        """Pipeline several requests (all written before any answer is read) and
+        return their :class:`~kproto.net.Response` objects in order."""
         self.connect()
-        if version is None:
-            version = protocol.pick(self.versions, api_key)
-        payload = self._exchange(api_key, version, fields)
-        pos = protocol.response_header_size(api_key, version, payload)
-        return version, memoryview(payload)[pos:]
+        assert self._conn is not None
+        sent = [self._conn.send(key, fields, version=version, raw=raw)
+                for key, fields in requests]
+        self._write(self._conn.data_to_send())
+        return self._read_responses(len(sent))
 
     def api_versions(self, version: int) -> dict[str, Any]:
         """Send ApiVersions at ``version`` and return the body, as decoded."""
         fields: dict[str, Any] = {}
         if version >= 3:
             fields = {"client_software_name": "kproto", "client_software_version": __version__}
-        return self._round_trip(ApiKey.API_VERSIONS, version, fields)
+        return self.request(ApiKey.API_VERSIONS, fields, version=version)
+
+    # -- internals
+
+    def _open(self) -> None:
+        try:
+            self._sock = socket.create_connection((self.host, self.port), self.timeout)
+        except socket.timeout as exc:
+            raise KafkaTimeoutError(f"connecting to {self.address} timed out after "
+                                    f"{self.timeout} s") from exc
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {self.address}: {exc}") from exc
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._conn = Connection(client_id=self.client_id,
+                                max_response_bytes=self.max_response_bytes)
 
     def _negotiate(self) -> None:
         version = protocol.API_VERSIONS[ApiKey.API_VERSIONS][1]
@@ -130,7 +156,8 @@ class BrokerConnection:
                 # than they speak with a body we cannot parse: fall back to v0.
                 if version == 0:
                     raise
-                self._reconnect()
+                self.close()
+                self._open()
                 version = 0
                 continue
             retry = protocol.api_versions_retry(body, version)
@@ -143,45 +170,54 @@ class BrokerConnection:
         self.api_versions_version = version
         self.broker_versions = protocol.broker_ranges(body)
         self.versions = protocol.negotiate(body)
+        assert self._conn is not None
+        self._conn.versions = self.versions
 
-    def _reconnect(self) -> None:
-        self.close()
-        self._sock = socket.create_connection((self.host, self.port), self.timeout)
-
-    def _round_trip(self, api_key: int, version: int, fields: dict[str, Any]) -> dict[str, Any]:
-        payload = self._exchange(api_key, version, fields)
-        return protocol.decode_response(api_key, version, payload)[1]
-
-    def _exchange(self, api_key: int, version: int, fields: dict[str, Any]) -> bytes:
-        """Send a request, read its response frame, check the correlation id."""
+    def _write(self, data: bytes) -> None:
         assert self._sock is not None
-        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        cid = self._correlation_id
-        frame = protocol.encode_request(api_key, version, cid, self.client_id, fields)
+        self._wait_throttle()
         try:
-            self._sock.sendall(frame)
-            size = _SIZE.unpack(self._recv_exactly(4))[0]
-            if not 0 <= size <= self.max_response_bytes:
-                raise ProtocolError(f"response of {size} bytes from {self.address} exceeds "
-                                    f"the {self.max_response_bytes}-byte limit")
-            payload = self._recv_exactly(size)
+            self._sock.sendall(data)
+        except socket.timeout as exc:
+            self.close()
+            raise KafkaTimeoutError(f"writing to {self.address} timed out") from exc
         except OSError as exc:
             self.close()
             raise KafkaConnectionError(f"connection to {self.address} failed: {exc}") from exc
-        got = _SIZE.unpack_from(payload)[0] if len(payload) >= 4 else None
-        if got != cid:
-            self.close()
-            raise ProtocolError(f"{self.address} answered correlation id {got}, expected {cid}")
-        return payload
 
-    def _recv_exactly(self, n: int) -> bytes:
-        assert self._sock is not None
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self._sock.recv_into(view[got:])
-            if k == 0:
+    def _wait_throttle(self) -> None:
+        assert self._conn is not None
+        wait = self._conn.throttled_until - time.monotonic()
+        if wait > 0:
+            time.sleep(min(wait, self.timeout))
+
+    def _read_responses(self, count: int) -> list[Response]:
+        assert self._sock is not None and self._conn is not None
+        out: list[Response] = []
+        deadline = time.monotonic() + self.timeout
+        while len(out) < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.close()
+                raise KafkaTimeoutError(f"{self.address} did not answer within "
+                                        f"{self.timeout} s")
+            self._sock.settimeout(remaining)
+            try:
+                chunk = self._sock.recv(_READ_CHUNK)
+            except socket.timeout as exc:
+                self.close()
+                raise KafkaTimeoutError(f"{self.address} did not answer within "
+                                        f"{self.timeout} s") from exc
+            except OSError as exc:
+                self.close()
+                raise KafkaConnectionError(f"connection to {self.address} failed: {exc}") \
+                    from exc
+            if not chunk:
+                self.close()
                 raise KafkaConnectionError(f"{self.address} closed the connection")
-            got += k
-        return bytes(buf)
+            try:
+                out += self._conn.receive_data(chunk, time.monotonic())
+            except ProtocolError:
+                self.close()
+                raise
+        return out
