@@ -20,8 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from .. import __version__, protocol
-from ..errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, \
-    UnsupportedVersionError
+from ..errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedVersionError
 from ..protocol import ApiKey
 from .connection import DEFAULT_MAX_RESPONSE_BYTES, Connection, Response
 
@@ -137,7 +136,7 @@ class BrokerConnection:
     def _open(self) -> None:
         try:
             self._sock = socket.create_connection((self.host, self.port), self.timeout)
-        except socket.timeout as exc:
+        except TimeoutError as exc:
             raise KafkaTimeoutError(f"connecting to {self.address} timed out after "
                                     f"{self.timeout} s") from exc
         except OSError as exc:
@@ -178,7 +177,7 @@ class BrokerConnection:
         self._wait_throttle()
         try:
             self._sock.sendall(data)
-        except socket.timeout as exc:
+        except TimeoutError as exc:
             self.close()
             raise KafkaTimeoutError(f"writing to {self.address} timed out") from exc
         except OSError as exc:
@@ -204,7 +203,7 @@ class BrokerConnection:
             self._sock.settimeout(remaining)
             try:
                 chunk = self._sock.recv(_READ_CHUNK)
-            except socket.timeout as exc:
+            except TimeoutError as exc:
                 self.close()
                 raise KafkaTimeoutError(f"{self.address} did not answer within "
                                         f"{self.timeout} s") from exc
