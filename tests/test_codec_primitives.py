@@ -414,6 +414,11 @@ def test_sse42_is_used_when_the_cpu_has_it(ext: ModuleType) -> None:
 # --------------------------------------------------------------------------- selection
 
 
+def test_twins_have_the_same_public_names(ext: ModuleType) -> None:
+    public = {name for name in dir(ext) if not name.startswith("_")}
+    assert public == set(kproto._pure.__all__)
+
+
 def test_extension_is_used_unless_pure_requested() -> None:
     from kproto import _impl
 
