@@ -249,3 +249,64 @@ cdef inline void _store_i16(unsigned char *p, int16_t v) noexcept nogil:
     cdef uint16_t u = <uint16_t> v
     p[0] = <unsigned char> (u >> 8)
     p[1] = <unsigned char> u
+
+
+# -- Java's default partitioner hash (Utils.murmur2), for keyed records
+
+cdef inline int32_t murmur2_c(const unsigned char *data, Py_ssize_t length) noexcept nogil:
+    cdef uint32_t m = 0x5bd1e995
+    cdef uint32_t h = <uint32_t> 0x9747b28c ^ <uint32_t> length
+    cdef uint32_t k
+    cdef Py_ssize_t i = 0, rest = length & 3, whole = length - rest
+    while i < whole:
+        k = (<uint32_t> data[i] | (<uint32_t> data[i + 1] << 8)
+             | (<uint32_t> data[i + 2] << 16) | (<uint32_t> data[i + 3] << 24))
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+        i += 4
+    if rest == 3:
+        h ^= <uint32_t> data[whole + 2] << 16
+    if rest >= 2:
+        h ^= <uint32_t> data[whole + 1] << 8
+    if rest >= 1:
+        h ^= <uint32_t> data[whole]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return <int32_t> h
+
+
+def murmur2(data):
+    """Kafka's murmur2 of ``data`` (bytes-like), as Java's signed int32."""
+    cdef const unsigned char[::1] view = _bytes_view(data)
+    return murmur2_c(&view[0] if view.shape[0] else <const unsigned char *> NOTHING,
+                     view.shape[0])
+
+
+def murmur2_partitions(Py_ssize_t n, key, int32_t num_partitions):
+    """Partition of each of ``n`` keys, as Java's partitioner picks it:
+    ``(murmur2(key) & 0x7fffffff) % num_partitions``; -1 for null keys.
+
+    ``key`` is (offsets, data, validity or None, validity bit offset), as for
+    :func:`encode_batch_v2`.
+    """
+    cdef BinIn k
+    cdef Py_ssize_t i, klen
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, not {num_partitions}")
+    out = _np.empty(n, _np.int32)
+    cdef int32_t[::1] o = out
+    bin_in(&k, key[0], key[1], key[2], key[3])
+    with nogil:
+        for i in range(n):
+            klen = bin_len(&k, i)
+            if klen < 0:
+                o[i] = -1
+            else:
+                o[i] = (murmur2_c(<const unsigned char *> bin_ptr(&k, i), klen)
+                        & 0x7FFFFFFF) % num_partitions
+    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .crc import crc32, crc32c, crc32c_software
-from .encode import encode_batch_v2
+from .encode import encode_batch_v2, murmur2, murmur2_partitions
 from .records import decode_records
 from .varint import (
     decode_uvarint,
@@ -45,5 +45,6 @@ __all__ = [
     "crc32", "crc32c", "crc32c_software", "decode_uvarint", "decode_varint", "decode_varlong",
     "encode_uvarint", "encode_varint", "encode_varlong", "size_of_uvarint", "size_of_varint",
     "size_of_varlong", "zigzag_decode", "zigzag_encode", "decode_records", "encode_batch_v2",
+    "murmur2", "murmur2_partitions",
     "slice_fetch", "HAVE_SSE42",
 ]

@@ -77,3 +77,39 @@ def encode_batch_v2(n: int, key: Any, value: Any, timestamps: Any, headers: Any 
     crc = crc32c(bytes(header[21:]) + payload)
     struct.pack_into(">I", header, 17, crc)
     return bytes(header) + payload
+
+
+def murmur2(data: Any) -> int:
+    """Kafka's murmur2 (Java ``Utils.murmur2``) of ``data``, as a signed int32."""
+    data = bytes(data)
+    m, mask = 0x5BD1E995, 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    whole = length - (length & 3)
+    for i in range(0, whole, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = ((h * m) & mask) ^ k
+    rest = length & 3
+    if rest == 3:
+        h ^= data[whole + 2] << 16
+    if rest >= 2:
+        h ^= data[whole + 1] << 8
+    if rest >= 1:
+        h ^= data[whole]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def murmur2_partitions(n: int, key: tuple[Any, Any, Any, int], num_partitions: int
+                       ) -> np.ndarray:
+    """Java's partition of each of ``n`` keys (-1 for null keys)."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, not {num_partitions}")
+    return np.array([-1 if k is None else (murmur2(k) & 0x7FFFFFFF) % num_partitions
+                     for k in _values(key, n)], np.int32)

@@ -14,19 +14,40 @@ one at a time with :meth:`~BrokerConnection.request`, or pipelined with
 from __future__ import annotations
 
 import socket
+import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from .. import __version__, protocol
-from ..errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError, UnsupportedVersionError
+from ..errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    ProtocolError,
+    UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
+    raise_for_code,
+)
 from ..protocol import ApiKey
-from .connection import DEFAULT_MAX_RESPONSE_BYTES, Connection, Response
+from .connection import DEFAULT_MAX_RESPONSE_BYTES, Connection, Request, Response
 
 #: Largest response accepted (Kafka's own socket.request.max.bytes default).
 MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
 _READ_CHUNK = 1 << 20
+
+
+class SaslMechanism(Protocol):
+    """A SASL client mechanism (see :mod:`kproto.net.security`).
+
+    ``authenticate`` runs the whole exchange: it calls ``exchange(token)`` for
+    every client token and gets the server's answer back, raising a
+    :class:`~kproto.errors.KprotoError` when the server's answers are wrong.
+    """
+
+    name: str
+
+    def authenticate(self, exchange: Callable[[bytes], bytes]) -> None: ...
 
 
 def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
@@ -48,12 +69,17 @@ class BrokerConnection:
     """
 
     def __init__(self, address: str, *, client_id: str = "kproto",
-                 timeout: float = 30.0, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+                 timeout: float = 30.0, max_response_bytes: int = MAX_RESPONSE_BYTES,
+                 ssl_context: ssl.SSLContext | None = None, sasl: SaslMechanism | None = None,
+                 connect_timeout: float | None = None) -> None:
         self.address = address
         self.host, self.port = parse_address(address)
         self.client_id = client_id
         self.timeout = timeout
+        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         self.max_response_bytes = max_response_bytes
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.versions: dict[int, int] = {}
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version = -1
@@ -68,6 +94,8 @@ class BrokerConnection:
             self._open()
             try:
                 self._negotiate()
+                if self.sasl is not None:
+                    self._authenticate(self.sasl)
             except BaseException:
                 self.close()
                 raise
@@ -133,15 +161,38 @@ class BrokerConnection:
 
     # -- internals
 
+    @property
+    def connected(self) -> bool:
+        """True while the socket is open (it closes on any I/O or framing error)."""
+        return self._sock is not None
+
+    def fileno(self) -> int:
+        """The socket's file descriptor (for selectors)."""
+        if self._sock is None:
+            raise KafkaConnectionError(f"connection to {self.address} is closed")
+        return self._sock.fileno()
+
     def _open(self) -> None:
         try:
-            self._sock = socket.create_connection((self.host, self.port), self.timeout)
+            sock = socket.create_connection((self.host, self.port), self.connect_timeout)
         except TimeoutError as exc:
             raise KafkaTimeoutError(f"connecting to {self.address} timed out after "
-                                    f"{self.timeout} s") from exc
+                                    f"{self.connect_timeout} s") from exc
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {self.address}: {exc}") from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is not None:
+            try:
+                sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except (ssl.SSLError, ssl.CertificateError) as exc:
+                sock.close()
+                raise KafkaConnectionError(f"TLS handshake with {self.address} failed: "
+                                           f"{exc}") from exc
+            except OSError as exc:
+                sock.close()
+                raise KafkaConnectionError(f"TLS handshake with {self.address} failed: "
+                                           f"{exc}") from exc
+        self._sock = sock
         self._conn = Connection(client_id=self.client_id,
                                 max_response_bytes=self.max_response_bytes)
 
@@ -172,6 +223,25 @@ class BrokerConnection:
         assert self._conn is not None
         self._conn.versions = self.versions
 
+    def _authenticate(self, sasl: SaslMechanism) -> None:
+        hs = self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": sasl.name},
+                          version=min(1, self.versions.get(ApiKey.SASL_HANDSHAKE, 1)))
+        if hs["error_code"]:
+            enabled = ", ".join(hs["mechanisms"] or []) or "none"
+            raise UnsupportedSaslMechanismError(
+                f"{self.address} does not enable SASL mechanism {sasl.name} "
+                f"(it enables: {enabled})")
+
+        def exchange(token: bytes) -> bytes:
+            body = self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
+            raise_for_code(body["error_code"],
+                           f"SASL {sasl.name} authentication with {self.address} failed: "
+                           f"{body['error_message'] or 'no reason given'}")
+            out: bytes = body["auth_bytes"]
+            return out
+
+        sasl.authenticate(exchange)
+
     def _write(self, data: bytes) -> None:
         assert self._sock is not None
         self._wait_throttle()
@@ -191,32 +261,62 @@ class BrokerConnection:
             time.sleep(min(wait, self.timeout))
 
     def _read_responses(self, count: int) -> list[Response]:
-        assert self._sock is not None and self._conn is not None
         out: list[Response] = []
         deadline = time.monotonic() + self.timeout
         while len(out) < count:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.close()
-                raise KafkaTimeoutError(f"{self.address} did not answer within "
-                                        f"{self.timeout} s")
-            self._sock.settimeout(remaining)
-            try:
-                chunk = self._sock.recv(_READ_CHUNK)
-            except TimeoutError as exc:
-                self.close()
-                raise KafkaTimeoutError(f"{self.address} did not answer within "
-                                        f"{self.timeout} s") from exc
-            except OSError as exc:
-                self.close()
-                raise KafkaConnectionError(f"connection to {self.address} failed: {exc}") \
-                    from exc
-            if not chunk:
-                self.close()
-                raise KafkaConnectionError(f"{self.address} closed the connection")
-            try:
-                out += self._conn.receive_data(chunk, time.monotonic())
-            except ProtocolError:
-                self.close()
-                raise
+            out += self.receive(deadline)
         return out
+
+    # -- non-blocking use (several connections driven by one selector)
+
+    def send(self, api_key: int, fields: dict[str, Any], *, version: int | None = None,
+             raw: bool = False, expect_response: bool = True, context: Any = None) -> Request:
+        """Write one request now and return it; its answer comes from :meth:`receive`.
+
+        Lets one thread keep requests in flight on many connections (see
+        :func:`kproto.net.cluster.Cluster.send_many`) or send the next Fetch
+        before the caller has finished with the last one.
+        """
+        self.connect()
+        assert self._conn is not None
+        req = self._conn.send(api_key, fields, version=version, raw=raw,
+                              expect_response=expect_response, context=context)
+        self._write(self._conn.data_to_send())
+        return req
+
+    @property
+    def in_flight(self) -> int:
+        """Requests written and not yet answered."""
+        return 0 if self._conn is None else self._conn.in_flight
+
+    def receive(self, deadline: float) -> list[Response]:
+        """Read once (waiting until ``deadline``, a ``time.monotonic()`` value) and
+        return the responses completed, possibly none."""
+        if self._sock is None or self._conn is None:
+            raise KafkaConnectionError(f"connection to {self.address} is closed")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            self.close()
+            raise KafkaTimeoutError(f"{self.address} did not answer within {self.timeout} s")
+        self._sock.settimeout(remaining)
+        chunks = []
+        try:
+            chunks.append(self._sock.recv(_READ_CHUNK))
+            pending = getattr(self._sock, "pending", None)
+            while chunks[-1] and pending is not None and pending():
+                chunks.append(self._sock.recv(_READ_CHUNK))   # TLS records already read
+        except TimeoutError as exc:
+            self.close()
+            raise KafkaTimeoutError(f"{self.address} did not answer within "
+                                    f"{self.timeout} s") from exc
+        except OSError as exc:
+            self.close()
+            raise KafkaConnectionError(f"connection to {self.address} failed: {exc}") from exc
+        if not chunks[0]:
+            self.close()
+            raise KafkaConnectionError(f"{self.address} closed the connection")
+        try:
+            return self._conn.receive_data(b"".join(chunks), time.monotonic())
+        except ProtocolError:
+            self.close()
+            raise

@@ -1,0 +1,258 @@
+"""Client configuration: Kafka's own config keys, as keyword arguments or a dict.
+
+Every client takes keyword arguments named after Kafka's config keys with
+underscores (``bootstrap_servers``, ``linger_ms``, ``auto_offset_reset``), or
+a dict with Kafka's dotted names, so configs move over from other clients::
+
+    Consumer({"bootstrap.servers": "broker:9092", "group.id": "etl"})
+    Consumer(bootstrap_servers="broker:9092", group_id="etl")
+
+librdkafka's names for the same settings (``sasl.username``,
+``ssl.ca.location``, ``queue.buffering.max.ms``...) are accepted too. Values
+may be strings, as in a properties file (``"true"``, ``"500"``). An unknown
+key, or a key that does not apply to the client, is a :class:`ConfigError`
+that suggests the closest known key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["resolve", "OPTIONS", "Option"]
+
+COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
+_ALL = frozenset({PRODUCER, CONSUMER, ADMIN})
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, str):
+        low = v.strip().lower()
+        if low in ("true", "1", "yes"):
+            return True
+        if low in ("false", "0", "no", ""):
+            return False
+        raise ValueError(f"not a boolean: {v!r}")
+    return bool(v)
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool):
+        raise ValueError(f"not an integer: {v!r}")
+    return int(v)
+
+
+def _servers(v: Any) -> list[str]:
+    items = v.split(",") if isinstance(v, str) else list(v)
+    out = [s.strip() for s in items if s and s.strip()]
+    if not out:
+        raise ValueError("no broker address given")
+    return out
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def convert(v: Any) -> str:
+        s = str(v).strip()
+        for a in allowed:
+            if s.lower() == a.lower():
+                return a
+        raise ValueError(f"{v!r} is not one of {', '.join(allowed)}")
+    return convert
+
+
+def _acks(v: Any) -> int:
+    if isinstance(v, str) and v.strip().lower() == "all":
+        return -1
+    n = _int(v)
+    if n not in (-1, 0, 1):
+        raise ValueError(f"acks must be 0, 1 or 'all' (-1), not {v!r}")
+    return n
+
+
+def _compression(v: Any) -> str:
+    s = "none" if v is None else str(v).strip().lower()
+    if s not in ("none", "gzip", "snappy", "lz4", "zstd"):
+        raise ValueError(f"{v!r} is not one of none, gzip, snappy, lz4, zstd")
+    return s
+
+
+def _strategies(v: Any) -> tuple[Any, ...]:
+    if isinstance(v, str):
+        return tuple(s.strip() for s in v.split(",") if s.strip())
+    if isinstance(v, (list, tuple)):
+        return tuple(v)
+    return (v,)
+
+
+def _opt_str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _any(v: Any) -> Any:
+    return v
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its default, which clients take it, and how values convert."""
+
+    name: str
+    default: Any
+    clients: frozenset[str]
+    convert: Callable[[Any], Any]
+    doc: str
+
+
+def _opts(clients: frozenset[str], *rows: tuple[str, Any, Callable[[Any], Any], str]
+          ) -> list[Option]:
+    return [Option(name, default, clients, conv, doc) for name, default, conv, doc in rows]
+
+
+_P, _C = frozenset({PRODUCER}), frozenset({CONSUMER})
+
+OPTIONS: dict[str, Option] = {o.name: o for o in [
+    *_opts(_ALL,
+        ("bootstrap_servers", None, _servers, "host:port list (comma-separated or a list)"),
+        ("client_id", "kproto", str, "sent with every request; shows in broker logs/quotas"),
+        ("request_timeout_ms", 30000, _int, "how long to wait for any one answer"),
+        ("socket_connection_setup_timeout_ms", 10000, _int, "TCP (+TLS) connect timeout"),
+        ("retry_backoff_ms", 100, _int, "first backoff between retries (doubles, capped)"),
+        ("retry_backoff_max_ms", 1000, _int, "cap of the retry backoff"),
+        ("metadata_max_age_ms", 300000, _int, "refresh cluster metadata at least this often"),
+        ("receive_message_max_bytes", 100 * 1024 * 1024, _int,
+         "largest response accepted; larger closes the connection"),
+        ("security_protocol", "PLAINTEXT",
+         _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "transport security"),
+        ("ssl_context", None, _any, "a ready ssl.SSLContext (wins over the ssl_* files)"),
+        ("ssl_cafile", None, _opt_str, "CA bundle (PEM) that signs the brokers' certificates"),
+        ("ssl_certfile", None, _opt_str, "client certificate (PEM), for mutual TLS"),
+        ("ssl_keyfile", None, _opt_str, "client private key (PEM)"),
+        ("ssl_password", None, _opt_str, "password of the client private key"),
+        ("ssl_check_hostname", True, _bool, "check the broker's name against its certificate"),
+        ("sasl_mechanism", None, _opt_str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+        ("sasl_plain_username", None, _opt_str, "SASL user name"),
+        ("sasl_plain_password", None, _opt_str, "SASL password (never logged)"),
+        ("sasl_allow_plaintext_plain", False, _bool,
+         "allow SASL PLAIN without TLS (credentials cross the network in clear)"),
+    ),
+    *_opts(_P,
+        ("acks", -1, _acks, "0, 1 or 'all' (-1): replicas that must have a batch"),
+        ("compression_type", "none", _compression, "none, gzip, snappy, lz4, zstd"),
+        ("compression_level", None, lambda v: None if v is None else _int(v),
+         "codec level (codec default when unset)"),
+        ("batch_size", 16384, _int, "bytes per partition batch before it is sent"),
+        ("linger_ms", 5, _int, "wait this long for a batch to fill before sending it"),
+        ("max_request_size", 1048576, _int, "largest Produce request (and record batch)"),
+        ("max_in_flight_requests_per_connection", 5, _int, "pipelined Produce requests"),
+        ("retries", 2147483647, _int, "how often a failed batch is retried"),
+        ("delivery_timeout_ms", 120000, _int, "give up on a record this long after send()"),
+        ("enable_idempotence", False, _bool,
+         "producer id + sequence numbers: retries never write duplicates"),
+        ("partitioner", "murmur2", _choice("murmur2", "murmur2_random", "random"),
+         "keyed records: Java's murmur2; null keys: sticky per batch"),
+        ("buffer_memory", 32 * 1024 * 1024, _int, "bytes of unsent records before send() blocks"),
+        ("max_block_ms", 60000, _int, "how long send() blocks on a full buffer or metadata"),
+    ),
+    *_opts(_C,
+        ("group_id", None, _opt_str, "consumer group (needed for subscribe() and commit())"),
+        ("group_instance_id", None, _opt_str, "static membership id (KIP-345)"),
+        ("auto_offset_reset", "latest", _choice("earliest", "latest", "none"),
+         "where to start without a committed offset, or after OFFSET_OUT_OF_RANGE"),
+        ("enable_auto_commit", True, _bool, "commit consumed positions in the background"),
+        ("auto_commit_interval_ms", 5000, _int, "how often auto-commit runs"),
+        ("fetch_min_bytes", 1, _int, "broker waits for this many bytes (long poll)"),
+        ("fetch_max_wait_ms", 500, _int, "... or this long"),
+        ("fetch_max_bytes", 52428800, _int, "bytes per Fetch response"),
+        ("max_partition_fetch_bytes", 1048576, _int, "bytes per partition per Fetch"),
+        ("max_poll_records", 500, _int, "records per poll() (the per-record API)"),
+        ("isolation_level", "read_uncommitted", _choice("read_uncommitted", "read_committed"),
+         "read_committed hides aborted transactions and stops at the LSO"),
+        ("check_crcs", True, _bool, "verify record batch checksums"),
+        ("session_timeout_ms", 45000, _int, "group session timeout"),
+        ("heartbeat_interval_ms", 3000, _int, "group heartbeat interval"),
+        ("max_poll_interval_ms", 300000, _int, "rebalance timeout (JoinGroup v1+)"),
+        ("partition_assignment_strategy", ("range", "roundrobin"), _strategies,
+         "assignors offered to the group, in order of preference"),
+        ("client_rack", None, _opt_str, "rack of this consumer (Fetch v11+)"),
+        ("exclude_internal_topics", True, _bool, "pattern subscriptions skip __ topics"),
+    ),
+]}
+
+#: librdkafka / Java names that are not the dotted form of ours.
+ALIASES = {
+    "sasl_mechanisms": "sasl_mechanism",
+    "sasl_username": "sasl_plain_username",
+    "sasl_password": "sasl_plain_password",
+    "ssl_ca_location": "ssl_cafile",
+    "ssl_truststore_location": "ssl_cafile",
+    "ssl_certificate_location": "ssl_certfile",
+    "ssl_key_location": "ssl_keyfile",
+    "ssl_key_password": "ssl_password",
+    "compression_codec": "compression_type",
+    "queue_buffering_max_ms": "linger_ms",
+    "fetch_wait_max_ms": "fetch_max_wait_ms",
+    "metadata_broker_list": "bootstrap_servers",
+    "socket_timeout_ms": "request_timeout_ms",
+    "request_required_acks": "acks",
+    "message_max_bytes": "max_request_size",
+    "max_in_flight": "max_in_flight_requests_per_connection",
+    "message_timeout_ms": "delivery_timeout_ms",
+    "retry_backoff_max_ms": "retry_backoff_max_ms",
+}
+
+
+def _endpoint_identification(v: Any) -> bool:
+    return str(v or "").strip().lower() == "https"
+
+
+#: Keys whose value converts into another option.
+_SPECIAL = {
+    "ssl_endpoint_identification_algorithm": ("ssl_check_hostname", _endpoint_identification),
+    "enable_ssl_certificate_verification": ("ssl_check_hostname", _bool),
+}
+
+
+def resolve(client: str, config: Mapping[str, Any] | None = None, **kwargs: Any
+            ) -> dict[str, Any]:
+    """The full settings of a ``client`` ("producer", "consumer", "admin").
+
+    ``config`` (dotted or underscored names) and ``kwargs`` are merged, kwargs
+    winning; every option of the client is present in the result, at its
+    default when not given. Raises :class:`ConfigError` for unknown keys, keys
+    of another client, and values that do not convert.
+    """
+    given: dict[str, Any] = {}
+    for source in (config or {}), kwargs:
+        for raw_key, value in source.items():
+            key = str(raw_key).strip().replace(".", "_").replace("-", "_").lower()
+            key = ALIASES.get(key, key)
+            if key in _SPECIAL:
+                target, conv = _SPECIAL[key]
+                try:
+                    given[target] = conv(value)
+                except ValueError as exc:
+                    raise ConfigError(f"config {raw_key!r}: {exc}") from None
+                continue
+            opt = OPTIONS.get(key)
+            if opt is None:
+                hint = difflib.get_close_matches(key, list(OPTIONS) + list(ALIASES), n=1)
+                more = f"; did you mean {hint[0]!r}?" if hint else ""
+                raise ConfigError(f"unknown config {raw_key!r} for the {client}{more}")
+            if client not in opt.clients:
+                takers = " and ".join(sorted(opt.clients))
+                raise ConfigError(f"config {raw_key!r} applies to the {takers}, "
+                                  f"not the {client}")
+            try:
+                given[key] = value if value is None and opt.default is None \
+                    else opt.convert(value)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"config {raw_key!r}: {exc}") from None
+    settings = {name: opt.default for name, opt in OPTIONS.items() if client in opt.clients}
+    settings.update(given)
+    if not settings.get("bootstrap_servers"):
+        raise ConfigError(f"the {client} needs bootstrap_servers ('host:port,...')")
+    return settings
