@@ -48,7 +48,8 @@ class StickyPartitioner:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()
-        self._sticky: dict[str, int] = {}
+        #: topic -> its current partition for null keys
+        self.sticky: dict[str, int] = {}
 
     def partition(self, topic: str, key: bytes | None, partitions: Sequence[int],
                   available: Sequence[int] | None = None) -> int:
@@ -60,7 +61,7 @@ class StickyPartitioner:
         """
         if key is not None:
             return partitions[partition_for_key(key, len(partitions))]
-        current = self._sticky.get(topic)
+        current = self.sticky.get(topic)
         if current is None:
             current = self._pick(topic, partitions, available, None)
         return current
@@ -68,7 +69,7 @@ class StickyPartitioner:
     def new_batch(self, topic: str, partitions: Sequence[int],
                   available: Sequence[int] | None = None) -> None:
         """The sticky partition's batch is full: switch to another partition."""
-        self._pick(topic, partitions, available, self._sticky.get(topic))
+        self._pick(topic, partitions, available, self.sticky.get(topic))
 
     def _pick(self, topic: str, partitions: Sequence[int], available: Sequence[int] | None,
               previous: int | None) -> int:
@@ -76,5 +77,5 @@ class StickyPartitioner:
         if previous is not None and len(pool) > 1 and previous in pool:
             pool.remove(previous)
         choice = self._rng.choice(pool)
-        self._sticky[topic] = choice
+        self.sticky[topic] = choice
         return choice

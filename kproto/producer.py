@@ -1,0 +1,875 @@
+"""The producer: per-record ``send()`` with batching, and a bulk path from Arrow.
+
+>>> p = Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5,     # doctest: +SKIP
+...              compression_type="lz4")
+>>> p.send("events", b"value", key=b"user-1").result()              # doctest: +SKIP
+RecordMetadata(topic='events', partition=2, offset=41, timestamp=1700000000000)
+>>> p.send_batch("events", arrow_table).result()                    # doctest: +SKIP
+>>> p.close()                                                       # doctest: +SKIP
+
+Records are collected per partition into batches (``batch_size`` bytes or
+``linger_ms`` after the first record, whichever comes first) and sent by one
+background thread, which owns the broker connections: it encodes each batch
+with the Cython codec, routes it to the partition's leader (one Produce
+request per broker carrying every ready partition), keeps up to
+``max_in_flight_requests_per_connection`` requests in flight per broker and at
+most one batch in flight per partition (so retries never reorder records), and
+retries retriable errors after a metadata refresh until ``delivery_timeout_ms``.
+With ``enable_idempotence`` it gets a producer id (InitProducerId) and stamps
+sequence numbers so a retried batch is never written twice.
+
+``send_batch`` takes a whole pyarrow Table: it partitions the rows (a
+``partition`` column, murmur2 of ``key`` vectorised in Cython, or sticky
+chunks for null keys), encodes each partition's rows into record batches in
+Cython straight from the Arrow buffers, and queues them for the sender thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import records
+from ._impl import codec
+from .config import resolve
+from .errors import (
+    BrokerError,
+    ConfigError,
+    EncodeError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    KprotoError,
+    error_for_code,
+)
+from .net.blocking import BrokerConnection
+from .net.cluster import Cluster
+from .net.connection import Request
+from .partitioner import StickyPartitioner, partitions_for_keys
+from .protocol import ApiKey
+
+__all__ = ["Producer", "RecordMetadata", "BatchMetadata", "RecordFuture", "BatchFuture"]
+
+log = logging.getLogger("kproto.producer")
+
+_DUPLICATE_SEQUENCE = 46
+_RECORD_OVERHEAD = 12          # attributes, deltas, lengths: a few varints per record
+_BATCH_OVERHEAD = 61
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record was written."""
+
+    topic: str
+    partition: int
+    #: -1 with ``acks=0`` (no answer) and for a duplicate the broker had already written.
+    offset: int
+    #: The record's timestamp (the broker's time for LogAppendTime topics), ms.
+    timestamp: int
+
+
+class BatchMetadata(NamedTuple):
+    """Where one record batch of a :meth:`Producer.send_batch` call was written."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    record_count: int
+
+
+class _Batch:
+    """Records of one partition travelling together (and their delivery state)."""
+
+    __slots__ = ("topic", "partition", "keys", "values", "headers", "timestamps", "size",
+                 "created", "payload", "count", "sequence", "attempts", "next_try",
+                 "base_offset", "log_append_time", "error", "event", "callbacks", "done",
+                 "has_headers")
+
+    def __init__(self, topic: str, partition: int, now: float) -> None:
+        self.topic, self.partition = topic, partition
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.headers: list[Any] = []
+        self.timestamps: list[int] = []
+        self.has_headers = False
+        self.size = _BATCH_OVERHEAD
+        self.created = now
+        self.payload: bytes | bytearray | None = None
+        self.count = 0
+        self.sequence = -1
+        self.attempts = 0
+        self.next_try = 0.0
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self.event = threading.Event()
+        self.callbacks: list[tuple[int, Callable[..., Any]]] = []
+        self.done = False
+
+    def finish(self, base_offset: int, log_append_time: int, error: BaseException | None
+               ) -> None:
+        self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, error
+        self.done = True
+        self.keys = self.values = self.headers = []   # free the memory; timestamps stay
+        self.payload = None
+        self.event.set()
+        for index, fn in self.callbacks:
+            try:
+                fn(index)
+            except Exception:  # a user callback must not kill the sender
+                log.exception("delivery callback raised")
+        self.callbacks = []
+
+    def metadata(self, index: int) -> RecordMetadata:
+        offset = -1 if self.base_offset < 0 else self.base_offset + index
+        ts = self.log_append_time if self.log_append_time >= 0 else (
+            self.timestamps[index] if index < len(self.timestamps) else -1)
+        return RecordMetadata(self.topic, self.partition, offset, ts)
+
+
+class RecordFuture:
+    """The outcome of one :meth:`Producer.send`: a :class:`RecordMetadata` or an error.
+
+    Like :class:`concurrent.futures.Future`: ``result()``, ``exception()``,
+    ``done()``, ``add_done_callback()`` (called on the sender thread).
+    """
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: _Batch, index: int) -> None:
+        self._batch, self._index = batch, index
+
+    def done(self) -> bool:
+        return self._batch.done
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """Wait for delivery; raise the delivery error, or KafkaTimeoutError at ``timeout``."""
+        exc = self.exception(timeout)
+        if exc is not None:
+            raise exc
+        return self._batch.metadata(self._index)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if not self._batch.event.wait(timeout):
+            raise KafkaTimeoutError(f"record not delivered within {timeout} s")
+        return self._batch.error
+
+    def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
+        batch = self._batch
+        if batch.done:
+            fn(self)
+        else:
+            batch.callbacks.append((self._index, lambda _i: fn(self)))
+
+    def __repr__(self) -> str:
+        state = "pending" if not self.done() else ("error" if self._batch.error else "done")
+        return f"<RecordFuture {self._batch.topic}[{self._batch.partition}] {state}>"
+
+
+class BatchFuture:
+    """The outcome of one :meth:`Producer.send_batch`: a list of :class:`BatchMetadata`."""
+
+    def __init__(self, batches: list[_Batch]) -> None:
+        self._batches = batches
+
+    def done(self) -> bool:
+        return all(b.done for b in self._batches)
+
+    def result(self, timeout: float | None = None) -> list[BatchMetadata]:
+        """Wait for every batch; raise the first error (the others may still have
+        been written: see each batch through ``exception``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for b in self._batches:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not b.event.wait(left):
+                raise KafkaTimeoutError(f"batch not delivered within {timeout} s")
+            if b.error is not None:
+                raise b.error
+        return [BatchMetadata(b.topic, b.partition, b.base_offset, b.count)
+                for b in self._batches]
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            self.result(timeout)
+        except KafkaTimeoutError:
+            raise
+        except KprotoError as exc:
+            return exc
+        return None
+
+
+def _as_bytes(v: Any, what: str) -> bytes | None:
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(v).__name__}")
+
+
+def stamp_batch(payload: bytes | bytearray, producer_id: int, producer_epoch: int,
+                base_sequence: int) -> bytearray:
+    """Set a record batch's producer id, epoch and base sequence, and its CRC."""
+    buf = bytearray(payload)
+    struct.pack_into(">qhi", buf, 43, producer_id, producer_epoch, base_sequence)
+    struct.pack_into(">I", buf, 17, codec.crc32c(memoryview(buf)[21:]))
+    return buf
+
+
+class Producer:
+    """A Kafka producer; see the module docstring. Settings are Kafka's config keys
+    (``acks``, ``linger_ms``, ``compression_type``, ``enable_idempotence``...) as
+    keyword arguments, or a dict with Kafka's dotted names. Thread-safe."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        self.config = resolve("producer", config, **settings)
+        c = self.config
+        if c["enable_idempotence"]:
+            if c["acks"] != -1:
+                raise ConfigError("enable_idempotence needs acks='all'")
+            if c["max_in_flight_requests_per_connection"] > 5:
+                raise ConfigError("enable_idempotence allows at most 5 requests in flight")
+        self._cluster = Cluster(c)
+        self._partitioner = StickyPartitioner()
+        self._cond = threading.Condition(threading.Lock())
+        self._open: dict[tuple[str, int], _Batch] = {}
+        self._ready: dict[tuple[str, int], deque[_Batch]] = {}
+        self._busy: set[tuple[str, int]] = set()          # partitions with a batch in flight
+        #: node -> requests in flight: (request, its batches, time sent)
+        self._in_flight: dict[int, deque[tuple[Request, list[_Batch], float]]] = {}
+        self._queued_bytes = 0
+        self._unfinished = 0                                # batches not yet completed
+        self._wanted_topics: set[str] = set()
+        self._topic_errors: dict[str, BaseException] = {}
+        self._flushing = 0
+        self._closing = False
+        self._closed = False
+        self._fatal: BaseException | None = None
+        self._producer_id, self._producer_epoch = -1, -1
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._linger = c["linger_ms"] / 1000
+        self._batch_size = c["batch_size"]
+        self._max_request_size = c["max_request_size"]
+        self._buffer_memory = c["buffer_memory"]
+        self._parts_cache: tuple[Any, dict[str, list[int]]] = (None, {})
+        self._sender = threading.Thread(target=self._run, name="kproto-producer", daemon=True)
+        self._sender.start()
+
+    # ------------------------------------------------------------------ public API
+
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+             partition: int | None = None, timestamp: int | None = None,
+             on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any]
+             | None = None) -> RecordFuture:
+        """Queue one record; returns a :class:`RecordFuture`.
+
+        ``value``/``key``: bytes or str (UTF-8) or None; ``headers``: a list of
+        ``(str, bytes | None)`` or a dict; ``partition``: explicit, else
+        murmur2 of the key (Java's choice) or sticky for null keys;
+        ``timestamp``: ms since the epoch (default now). ``on_delivery(error,
+        metadata)`` runs on the sender thread once the record is written or failed.
+        """
+        v = value if type(value) is bytes else _as_bytes(value, "value")
+        k = key if type(key) is bytes else _as_bytes(key, "key")
+        size = _RECORD_OVERHEAD + (len(v) if v else 0) + (len(k) if k else 0)
+        hdrs = None
+        if headers:
+            items = headers.items() if isinstance(headers, Mapping) else headers
+            hdrs = [(hk, _as_bytes(hv, "header value")) for hk, hv in items]
+            size += sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in hdrs)
+            if size + _BATCH_OVERHEAD > self._max_request_size:
+                raise EncodeError(f"record of ~{size} bytes is larger than max_request_size "
+                                  f"({self._max_request_size})")
+        elif size + _BATCH_OVERHEAD > self._max_request_size:
+            raise EncodeError(f"record of ~{size} bytes is larger than max_request_size "
+                              f"({self._max_request_size})")
+        ts = int(time.time() * 1000) if timestamp is None else int(timestamp)
+        snapshot, cache = self._parts_cache
+        partitions = cache.get(topic) if snapshot is self._cluster.metadata else None
+        if not partitions:
+            partitions = self._partitions(topic)
+        sticky = partition is None and k is None
+        if partition is not None and partition not in partitions:
+            raise ValueError(f"topic {topic!r} has no partition {partition} "
+                             f"(it has {len(partitions)})")
+        limit = self._batch_size
+        with self._cond:
+            if self._closing or self._fatal is not None:
+                self._check_usable()
+            if self._queued_bytes + size > self._buffer_memory:
+                self._wait_for_buffer(size)
+            if partition is None:
+                partition = self._partitioner.sticky.get(topic) if sticky else None
+                if partition is None:
+                    partition = self._partitioner.partition(topic, k, partitions)
+            tp = (topic, partition)
+            batch = self._open.get(tp)
+            if batch is not None and batch.size + size > limit:
+                self._seal(tp)
+                batch = None
+                if sticky:   # the sticky partition's batch is full: move on (KIP-480)
+                    self._partitioner.new_batch(topic, partitions)
+                    partition = self._partitioner.partition(topic, k, partitions)
+                    tp = (topic, partition)
+                    batch = self._open.get(tp)
+            if batch is None:
+                batch = self._open[tp] = _Batch(topic, partition, time.monotonic())
+                self._unfinished += 1
+                self._cond.notify()
+            index = batch.count
+            batch.keys.append(k)
+            batch.values.append(v)
+            batch.timestamps.append(ts)
+            batch.headers.append(hdrs)
+            if hdrs:
+                batch.has_headers = True
+            batch.count = index + 1
+            batch.size += size
+            self._queued_bytes += size
+            future = RecordFuture(batch, index)
+            if on_delivery is not None:
+                batch.callbacks.append((index, lambda i, b=batch: on_delivery(
+                    b.error, None if b.error else b.metadata(i))))
+        return future
+
+    def send_batch(self, topic: str, data: Any, *, partition: int | None = None
+                   ) -> BatchFuture:
+        """Queue a whole pyarrow ``Table``/``RecordBatch`` (or a dict of columns).
+
+        Columns: ``value`` (binary/string), optional ``key``, ``headers``
+        (``list<struct<key: string, value: binary>>``), ``timestamp``
+        (timestamp or int64 ms) and ``partition`` (int). Rows go to
+        ``partition`` (the argument, else the column, else murmur2 of the key,
+        else sticky chunks of ``batch_size`` bytes). Each partition's rows are
+        encoded in Cython into record batches of at most ``max_request_size``
+        bytes. Returns a :class:`BatchFuture`.
+        """
+        import pyarrow as pa
+
+        if isinstance(data, Mapping):
+            data = pa.table(dict(data))
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if not isinstance(data, pa.Table):
+            raise TypeError(f"send_batch takes a pyarrow Table/RecordBatch or a dict of "
+                            f"columns, not {type(data).__name__}")
+        n = data.num_rows
+        if n == 0:
+            return BatchFuture([])
+        partitions = self._partitions(topic)
+        names = data.schema.names
+        if partition is not None:
+            parts = np.full(n, partition, np.int32)
+        elif "partition" in names and data.column("partition").null_count < n:
+            col = data.column("partition")
+            parts = np.asarray(col.fill_null(-1).to_numpy(zero_copy_only=False), np.int32)
+        else:
+            parts = np.full(n, -1, np.int32)
+        if "key" in names and (parts < 0).any():
+            keyed = partitions_for_keys(data.column("key"), len(partitions))
+            parts = np.where(parts < 0, keyed, parts).astype(np.int32)
+        bad = parts[(parts >= 0) & ~np.isin(parts, partitions)]
+        if bad.size:
+            raise ValueError(f"topic {topic!r} has no partition {int(bad[0])}")
+        sizes = self._row_sizes(data)
+        if (parts < 0).any():
+            self._sticky_chunks(topic, parts, sizes, partitions)
+        keep = [c for c in ("key", "value", "timestamp", "headers") if c in names]
+        table = data.select(keep)
+        order = np.argsort(parts, kind="stable")
+        sorted_parts = parts[order]
+        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+        limit = self.config["max_request_size"] - _BATCH_OVERHEAD - 64
+        batches = []
+        now = time.monotonic()
+        for rows in np.split(order, bounds):
+            p = int(parts[rows[0]])
+            sub = table.take(pa.array(rows)) if len(rows) != n else table
+            for start, stop in self._chunks(sizes[rows], limit):
+                chunk = sub.slice(start, stop - start)
+                b = _Batch(topic, p, now)
+                b.payload = records.encode(chunk, compression=self.config["compression_type"],
+                                           compression_level=self.config["compression_level"])
+                b.count = stop - start
+                b.size = len(b.payload)
+                batches.append(b)
+        with self._cond:
+            self._check_usable()
+            for b in batches:
+                self._wait_for_buffer(b.size)
+                self._queued_bytes += b.size
+                self._unfinished += 1
+                self._ready.setdefault((b.topic, b.partition), deque()).append(b)
+            self._cond.notify_all()
+        return BatchFuture(batches)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now (ignoring ``linger_ms``) and wait until every
+        record is written or failed; KafkaTimeoutError at ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flushing += 1
+            try:
+                self._cond.notify_all()
+                while self._unfinished and self._sender.is_alive():
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise KafkaTimeoutError(f"flush: {self._unfinished} batches still "
+                                                f"unsent after {timeout} s")
+                    self._cond.wait(left if left is not None else 1.0)
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, stop the sender thread and close the connections. Records still
+        unsent at ``timeout`` fail with KafkaTimeoutError."""
+        if self._closed:
+            return
+        try:
+            if self._sender.is_alive():
+                self.flush(timeout)
+        except KafkaTimeoutError:
+            log.warning("closing the producer with records unsent")
+        finally:
+            with self._cond:
+                self._closing = True
+                self._cond.notify_all()
+            self._sender.join(timeout)
+            self._closed = True
+            self._fail_everything(KafkaConnectionError("the producer was closed"))
+            self._cluster.close()
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The partition indexes of ``topic`` (waiting for its metadata)."""
+        return list(self._partitions(topic))
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Producer {','.join(self._cluster.bootstrap_servers)}>"
+
+    # ------------------------------------------------------------------ caller side helpers
+
+    def _check_usable(self) -> None:
+        if self._closing or self._closed:
+            raise IllegalStateError("the producer is closed")
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _partitions(self, topic: str) -> list[int]:
+        meta = self._cluster.metadata
+        snapshot, cache = self._parts_cache
+        if snapshot is meta:
+            parts = cache.get(topic)
+            if parts:
+                return parts
+        else:
+            cache = {}
+            self._parts_cache = (meta, cache)
+        parts = cache[topic] = meta.partitions(topic)
+        if parts:
+            return parts
+        deadline = time.monotonic() + self.config["max_block_ms"] / 1000
+        with self._cond:
+            self._check_usable()
+            self._topic_errors.pop(topic, None)
+            self._wanted_topics.add(topic)
+            self._cond.notify_all()
+            while True:
+                parts = self._cluster.metadata.partitions(topic)
+                if parts:
+                    return parts
+                err = self._topic_errors.get(topic)
+                if err is not None and not getattr(err, "retriable", False):
+                    raise err
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise KafkaTimeoutError(f"no metadata for topic {topic!r} within "
+                                            f"max_block_ms ({self.config['max_block_ms']})")
+                self._cond.wait(min(left, 0.1))
+                self._check_usable()
+
+    def _wait_for_buffer(self, size: int) -> None:
+        limit = self.config["buffer_memory"]
+        if self._queued_bytes + size <= limit or not self._queued_bytes:
+            return
+        deadline = time.monotonic() + self.config["max_block_ms"] / 1000
+        while self._queued_bytes + size > limit and self._queued_bytes:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KafkaTimeoutError(f"buffer_memory ({limit} bytes) stayed full for "
+                                        f"max_block_ms")
+            self._cond.notify_all()
+            self._cond.wait(left)
+            self._check_usable()
+
+    @staticmethod
+    def _row_sizes(table: Any) -> np.ndarray:
+        sizes = np.full(table.num_rows, _RECORD_OVERHEAD, np.int64)
+        for name in ("key", "value"):
+            if name in table.schema.names:
+                col = table.column(name).combine_chunks()
+                if hasattr(col, "offsets"):
+                    offs = col.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+                    sizes += np.diff(offs)
+        if "headers" in table.schema.names:
+            import pyarrow.compute as pc
+
+            sizes += np.asarray(pc.fill_null(pc.list_value_length(table.column("headers")), 0)
+                                .to_numpy(zero_copy_only=False), np.int64) * 32
+        return sizes
+
+    def _sticky_chunks(self, topic: str, parts: np.ndarray, sizes: np.ndarray,
+                       partitions: list[int]) -> None:
+        """Null-key rows: consecutive chunks of ``batch_size`` bytes, each to the
+        partitioner's sticky partition, switching after each chunk (as Java does)."""
+        free = np.flatnonzero(parts < 0)
+        cum = np.cumsum(sizes[free])
+        chunk = np.maximum(cum - 1, 0) // max(self.config["batch_size"] * 16, 1)
+        with self._cond:
+            for c in np.unique(chunk):
+                p = self._partitioner.partition(topic, None, partitions)
+                parts[free[chunk == c]] = p
+                self._partitioner.new_batch(topic, partitions)
+
+    @staticmethod
+    def _chunks(sizes: np.ndarray, limit: int) -> Iterable[tuple[int, int]]:
+        """Split rows (by size) into runs of at most ``limit`` bytes (at least one row)."""
+        cum = np.cumsum(sizes)
+        start, base, n = 0, 0, len(sizes)
+        while start < n:
+            stop = int(np.searchsorted(cum, base + limit, side="right"))
+            stop = max(stop, start + 1)
+            yield start, stop
+            base = int(cum[stop - 1])
+            start = stop
+
+    def _seal(self, tp: tuple[str, int]) -> None:
+        batch = self._open.pop(tp, None)
+        if batch is not None:
+            self._ready.setdefault(tp, deque()).append(batch)
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ sender thread
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - reported to every waiting caller
+            log.exception("producer sender thread died")
+            with self._cond:
+                self._fatal = exc if isinstance(exc, KprotoError) else KafkaConnectionError(
+                    f"producer sender thread died: {exc!r}")
+            self._fail_everything(self._fatal)
+
+    def _loop(self) -> None:
+        if self.config["enable_idempotence"]:
+            self._init_producer_id()
+        while True:
+            with self._cond:
+                due = self._collect_due()
+                if self._closing and not self._unfinished and not self._has_in_flight():
+                    return
+                if not due and not self._has_in_flight() and not self._wanted_topics:
+                    self._cond.wait(self._idle_wait())
+                    continue
+                wanted = set(self._wanted_topics)
+            if wanted or self._cluster.needs_refresh:
+                self._refresh(wanted)
+            if due:
+                self._dispatch(due)
+            self._poll_responses()
+            self._expire()
+
+    def _has_in_flight(self) -> bool:
+        return any(self._in_flight.values())
+
+    def _idle_wait(self) -> float | None:
+        if not self._open:
+            return 1.0
+        first = min(b.created for b in self._open.values())
+        return max(0.0, first + self._linger - time.monotonic())
+
+    def _collect_due(self) -> list[_Batch]:
+        """Under the lock: seal lingering batches, and take the first ready batch of
+        every partition without one in flight (whose backoff has passed)."""
+        now = time.monotonic()
+        flushing = self._flushing or self._closing
+        for tp, batch in list(self._open.items()):
+            if flushing or now - batch.created >= self._linger:
+                self._seal(tp)
+        due = []
+        for tp, queue in self._ready.items():
+            if queue and tp not in self._busy and queue[0].next_try <= now:
+                due.append(queue.popleft())
+                self._busy.add(tp)
+        return due
+
+    def _refresh(self, wanted: set[str]) -> None:
+        try:
+            self._cluster.refresh_metadata(wanted)
+        except KprotoError as exc:
+            log.debug("metadata refresh failed: %s", exc)
+            with self._cond:
+                for t in wanted:
+                    self._topic_errors[t] = exc
+                self._cond.notify_all()
+            time.sleep(self.config["retry_backoff_ms"] / 1000)
+            return
+        meta = self._cluster.metadata
+        with self._cond:
+            for t in wanted:
+                info = meta.topics.get(t)
+                if info is not None and info.partitions:
+                    self._wanted_topics.discard(t)
+                elif info is not None and info.error_code:
+                    cls = error_for_code(info.error_code)
+                    assert cls is not None
+                    self._topic_errors[t] = cls(topic=t)
+                    if not cls.retriable:
+                        self._wanted_topics.discard(t)
+            self._cond.notify_all()
+
+    def _dispatch(self, due: list[_Batch]) -> None:
+        by_node: dict[int, list[_Batch]] = {}
+        meta = self._cluster.metadata
+        for b in due:
+            node = meta.leader(b.topic, b.partition)
+            if node < 0:
+                self._cluster.mark_stale()
+                self._retry(b, None)
+                continue
+            by_node.setdefault(node, []).append(b)
+        limit = self.config["max_request_size"]
+        for node, batches in by_node.items():
+            queue = self._in_flight.setdefault(node, deque())
+            request: list[_Batch] = []
+            size = 0
+            for b in batches:
+                self._prepare(b)
+                assert b.payload is not None
+                if request and (size + len(b.payload) > limit or len(queue) >=
+                                self.config["max_in_flight_requests_per_connection"]):
+                    self._send_request(node, request)
+                    request, size = [], 0
+                request.append(b)
+                size += len(b.payload)
+            if request:
+                self._send_request(node, request)
+
+    def _prepare(self, b: _Batch) -> None:
+        """Encode a send() batch once, and stamp idempotence fields on its first try."""
+        if b.payload is None:
+            import pyarrow as pa
+
+            b.payload = records.encode(
+                key=pa.array(b.keys, pa.binary()), value=pa.array(b.values, pa.binary()),
+                timestamp=np.array(b.timestamps, np.int64),
+                headers=b.headers if b.has_headers else None,
+                compression=self.config["compression_type"],
+                compression_level=self.config["compression_level"])
+        if self._producer_id >= 0 and b.sequence < 0:
+            tp = (b.topic, b.partition)
+            b.sequence = self._sequences.get(tp, 0)
+            self._sequences[tp] = (b.sequence + b.count) & 0x7FFFFFFF
+            b.payload = stamp_batch(b.payload, self._producer_id, self._producer_epoch,
+                                    b.sequence)
+
+    def _send_request(self, node: int, batches: list[_Batch]) -> None:
+        acks = self.config["acks"]
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for b in batches:
+            topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.payload})
+            b.attempts += 1
+        meta = self._cluster.metadata
+        fields = {
+            "transactional_id": None, "acks": acks,
+            "timeout_ms": self.config["request_timeout_ms"],
+            "topic_data": [{"name": t, "topic_id": _topic_id(meta, t), "partition_data": parts}
+                           for t, parts in topics.items()],
+        }
+        try:
+            conn = self._cluster.connection(node)
+            req = conn.send(ApiKey.PRODUCE, fields, expect_response=acks != 0)
+        except KprotoError as exc:
+            self._cluster.mark_stale()
+            for b in batches:
+                self._retry(b, exc)
+            return
+        if acks == 0:
+            for b in batches:
+                self._complete(b, -1, -1, None)
+            return
+        self._in_flight.setdefault(node, deque()).append((req, batches, time.monotonic()))
+
+    def _poll_responses(self) -> None:
+        """Wait (briefly) for answers on every connection with requests in flight."""
+        nodes = [n for n, q in self._in_flight.items() if q]
+        if not nodes:
+            return
+        with self._cond:
+            timeout = 0.05 if not self._open else min(0.05, self._idle_wait() or 0.0)
+            if any(q for q in self._ready.values()):
+                timeout = 0.0 if self._free_partitions_ready() else timeout
+        import selectors
+
+        conns: dict[int, BrokerConnection] = {}
+        with selectors.DefaultSelector() as sel:
+            for n in nodes:
+                try:
+                    conn = self._cluster.connection(n)
+                    sel.register(conn.fileno(), selectors.EVENT_READ, n)
+                    conns[n] = conn
+                except KprotoError as exc:
+                    self._node_failed(n, exc)
+            events = sel.select(timeout) if conns else []
+        for key, _ in events:
+            node = key.data
+            conn = conns[node]
+            try:
+                responses = conn.receive(time.monotonic() + self._cluster.request_timeout)
+            except KprotoError as exc:
+                self._node_failed(node, exc)
+                continue
+            for resp in responses:
+                req, batches, _sent = self._in_flight[node].popleft()
+                assert resp.request is req
+                if resp.error is not None:
+                    for b in batches:
+                        self._retry(b, resp.error)
+                else:
+                    self._handle_response(resp.body, batches)
+        # requests unanswered for too long
+        now = time.monotonic()
+        for n, q in list(self._in_flight.items()):
+            if q and now - q[0][2] > self._cluster.request_timeout:
+                self._node_failed(n, KafkaTimeoutError(f"broker {n} did not answer a Produce "
+                                                       "request within request_timeout_ms"))
+
+    def _free_partitions_ready(self) -> bool:
+        now = time.monotonic()
+        return any(q and tp not in self._busy and q[0].next_try <= now
+                   for tp, q in self._ready.items())
+
+    def _node_failed(self, node: int, exc: BaseException) -> None:
+        self._cluster.mark_stale()
+        conn = self._cluster._connections.get(node)
+        if conn is not None:
+            conn.close()
+        for _req, batches, _sent in self._in_flight.pop(node, deque()):
+            for b in batches:
+                self._retry(b, exc)
+
+    def _handle_response(self, body: dict[str, Any], batches: list[_Batch]) -> None:
+        names = self._cluster.metadata.topic_names()
+        results: dict[tuple[str, int], dict[str, Any]] = {}
+        for t in body["responses"]:
+            name = t.get("name") or names.get(t.get("topic_id"), "")
+            for p in t["partition_responses"]:
+                results[(name, p["index"])] = p
+        for b in batches:
+            p = results.get((b.topic, b.partition))
+            if p is None:
+                self._retry(b, KafkaConnectionError(
+                    f"Produce response has no answer for {b.topic}[{b.partition}]"))
+                continue
+            code = p["error_code"]
+            if code == 0:
+                self._complete(b, p["base_offset"], p.get("log_append_time_ms", -1), None)
+            elif code == _DUPLICATE_SEQUENCE:
+                self._complete(b, -1, -1, None)
+            else:
+                cls = error_for_code(code)
+                assert cls is not None
+                err = cls(p.get("error_message"), topic=b.topic, partition=b.partition)
+                if cls.invalid_metadata:
+                    self._cluster.mark_stale()
+                if cls.retriable:
+                    self._retry(b, err)
+                else:
+                    self._complete(b, -1, -1, err)
+
+    def _retry(self, b: _Batch, exc: BaseException | None) -> None:
+        retriable = exc is None or isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)) \
+            or (isinstance(exc, BrokerError) and exc.retriable)
+        too_old = time.monotonic() - b.created > self.config["delivery_timeout_ms"] / 1000
+        if not retriable or b.attempts > self.config["retries"] or too_old or self._closed:
+            if exc is None or too_old:
+                exc = KafkaTimeoutError(f"{b.topic}[{b.partition}]: not delivered within "
+                                        f"delivery_timeout_ms (last error: {exc})")
+            self._complete(b, -1, -1, exc)
+            return
+        log.debug("retrying %s[%d] after %s", b.topic, b.partition, exc)
+        delay = min(self.config["retry_backoff_ms"] * 2 ** max(0, b.attempts - 1),
+                    self.config["retry_backoff_max_ms"])
+        b.next_try = time.monotonic() + delay / 1000
+        with self._cond:
+            self._busy.discard((b.topic, b.partition))
+            self._ready.setdefault((b.topic, b.partition), deque()).appendleft(b)
+
+    def _complete(self, b: _Batch, base_offset: int, log_append_time: int,
+                  error: BaseException | None) -> None:
+        size = b.size
+        b.finish(base_offset, log_append_time, error)
+        with self._cond:
+            self._busy.discard((b.topic, b.partition))
+            self._queued_bytes -= size if size > _BATCH_OVERHEAD else 0
+            self._unfinished -= 1
+            self._cond.notify_all()
+
+    def _expire(self) -> None:
+        """Fail queued batches older than delivery_timeout_ms."""
+        limit = self.config["delivery_timeout_ms"] / 1000
+        now = time.monotonic()
+        expired = []
+        with self._cond:
+            for queue in self._ready.values():
+                while queue and now - queue[0].created > limit:
+                    expired.append(queue.popleft())
+        for b in expired:
+            self._complete(b, -1, -1, KafkaTimeoutError(
+                f"{b.topic}[{b.partition}]: not sent within delivery_timeout_ms"))
+
+    def _fail_everything(self, exc: BaseException) -> None:
+        with self._cond:
+            pending = [b for q in self._ready.values() for b in q] + list(self._open.values())
+            pending += [b for q in self._in_flight.values() for _, bs, _t in q for b in bs]
+            self._ready.clear()
+            self._open.clear()
+            self._in_flight.clear()
+        for b in pending:
+            if not b.done:
+                self._complete(b, -1, -1, exc)
+
+    def _init_producer_id(self) -> None:
+        def attempt() -> dict[str, Any]:
+            body = self._cluster.request_any(ApiKey.INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout_ms": 60000})
+            cls = error_for_code(body["error_code"])
+            if cls is not None:
+                raise cls("InitProducerId failed")
+            return body
+
+        body = self._cluster.call(attempt, "InitProducerId",
+                                  timeout=self.config["max_block_ms"] / 1000)
+        self._producer_id, self._producer_epoch = body["producer_id"], body["producer_epoch"]
+        log.debug("producer id %d epoch %d", self._producer_id, self._producer_epoch)
+
+
+def _topic_id(meta: Any, topic: str) -> Any:
+    import uuid
+
+    info = meta.topics.get(topic)
+    return info.topic_id if info is not None and info.topic_id is not None else uuid.UUID(int=0)
