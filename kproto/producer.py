@@ -518,15 +518,13 @@ class Producer:
     @staticmethod
     def _row_sizes(table: Any) -> np.ndarray:
         sizes = np.full(table.num_rows, _RECORD_OVERHEAD, np.int64)
+        import pyarrow.compute as pc
+
         for name in ("key", "value"):
             if name in table.schema.names:
-                col = table.column(name).combine_chunks()
-                if hasattr(col, "offsets"):
-                    offs = col.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-                    sizes += np.diff(offs)
+                lengths = pc.fill_null(pc.binary_length(table.column(name)), 0)
+                sizes += np.asarray(lengths.to_numpy(), np.int64)
         if "headers" in table.schema.names:
-            import pyarrow.compute as pc
-
             sizes += np.asarray(pc.fill_null(pc.list_value_length(table.column("headers")), 0)
                                 .to_numpy(zero_copy_only=False), np.int64) * 32
         return sizes

@@ -1,0 +1,549 @@
+"""The consumer: Fetch from every leader at once, decoded into Arrow batches.
+
+>>> c = Consumer(bootstrap_servers="127.0.0.1:9092",               # doctest: +SKIP
+...              auto_offset_reset="earliest")
+>>> c.assign([("events", 0), ("events", 1)])                       # doctest: +SKIP
+>>> batch = c.poll_batch(timeout_ms=1000)    # one pyarrow.RecordBatch   # doctest: +SKIP
+>>> table = c.read_range("events", {0: (0, 1000)})   # bounded, a Table  # doctest: +SKIP
+
+:meth:`Consumer.poll_batch` is the fast path: one call returns every record
+that arrived from every leader as one ``pyarrow.RecordBatch`` with Spark's
+Kafka schema (key, value, topic, partition, offset, timestamp, timestampType,
+headers), decoded by the Cython codec without a Python object per record. A
+Fetch goes to each leader at once (one request per broker naming all its
+partitions, long-polled with ``fetch_min_bytes``/``fetch_max_wait_ms``); as
+soon as an answer arrives the next Fetch to that broker is sent, before the
+caller sees the records, so the broker works while the caller does.
+
+``poll()`` and iteration give :class:`~kproto.records.Record` objects for
+convenience. :meth:`Consumer.subscribe` joins a consumer group (see
+:mod:`kproto.group`); :meth:`Consumer.assign` reads partitions directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from . import records
+from .config import resolve
+from .errors import (
+    ConfigError,
+    IllegalStateError,
+    KprotoError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from .net.blocking import BrokerConnection
+from .net.cluster import Cluster
+from .net.connection import Request, Response
+from .protocol import ApiKey
+from .reader import topic_of
+from .records.columns import Record, RecordColumns
+
+if TYPE_CHECKING:
+    import pyarrow
+
+    from .group import GroupCoordinator, RebalanceListener
+
+__all__ = ["Consumer", "TopicPartition", "OffsetAndTimestamp"]
+
+log = logging.getLogger("kproto.consumer")
+
+EARLIEST, LATEST = -2, -1
+_OUT_OF_RANGE = 1
+
+
+class TopicPartition(NamedTuple):
+    """A (topic, partition) pair; plain tuples are accepted wherever one is."""
+
+    topic: str
+    partition: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """What :meth:`Consumer.offsets_for_times` finds: the first offset at or after a time."""
+
+    offset: int
+    timestamp: int
+
+
+def _tp(x: Any) -> TopicPartition:
+    if isinstance(x, TopicPartition):
+        return x
+    topic, partition = x
+    return TopicPartition(str(topic), int(partition))
+
+
+def _next_offsets(cols: RecordColumns) -> dict[tuple[str | None, int], int]:
+    if cols.next_offsets:
+        return cols.next_offsets
+    if cols.partition >= 0 and cols.next_offset >= 0:
+        return {(cols.topic, cols.partition): cols.next_offset}
+    return {}
+
+
+class _Fetch(NamedTuple):
+    request: Request
+    offsets: dict[TopicPartition, int]      # fetch offset of every partition asked for
+    sent: float
+
+
+class Consumer:
+    """A Kafka consumer; see the module docstring.
+
+    Settings are Kafka's config keys (``group_id``, ``auto_offset_reset``,
+    ``fetch_max_bytes``, ``isolation_level``...) as keyword arguments or a dict
+    with dotted names. Not thread-safe: use one consumer per thread (the group
+    heartbeat runs on its own thread internally).
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        self.config = resolve("consumer", config, **settings)
+        self._cluster = Cluster(self.config)
+        self._assignment: list[TopicPartition] = []
+        self._positions: dict[TopicPartition, int | None] = {}
+        self._paused: set[TopicPartition] = set()
+        self._fetches: dict[int, _Fetch] = {}
+        self._fetch_conns: dict[int, BrokerConnection] = {}
+        self._read_committed = self.config["isolation_level"] == "read_committed"
+        self._group: GroupCoordinator | None = None
+        self._closed = False
+        self._buffered: list[Record] = []
+
+    # ------------------------------------------------------------------ assignment
+
+    def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Read exactly these partitions (no group); positions start from the
+        committed offset (with a ``group_id``) or ``auto_offset_reset``."""
+        if self._group is not None:
+            raise IllegalStateError("assign() cannot be mixed with subscribe(); "
+                                    "call unsubscribe() first")
+        self._set_assignment([_tp(p) for p in partitions])
+
+    def _set_assignment(self, tps: list[TopicPartition]) -> None:
+        self._check_open()
+        self._assignment = list(dict.fromkeys(tps))
+        keep = set(self._assignment)
+        self._positions = {tp: self._positions.get(tp) for tp in self._assignment}
+        self._paused &= keep
+        self._drop_fetches()
+        self._cluster.add_topics({tp.topic for tp in self._assignment})
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions this consumer reads now."""
+        return set(self._assignment)
+
+    def subscribe(self, topics: Iterable[str] | str | None = None, *, pattern: str | None = None,
+                  listener: RebalanceListener | None = None) -> None:
+        """Join the consumer group ``group_id`` and read the partitions it assigns.
+
+        ``topics`` (names) or ``pattern`` (a regular expression over topic names).
+        ``listener`` gets ``on_partitions_revoked`` / ``on_partitions_assigned``
+        calls from inside :meth:`poll_batch` around each rebalance (with
+        auto-commit, positions are committed before revocation).
+        """
+        from .group import GroupCoordinator
+
+        if not self.config["group_id"]:
+            raise ConfigError("subscribe() needs group_id")
+        if self._assignment and self._group is None:
+            raise IllegalStateError("subscribe() cannot be mixed with assign()")
+        if isinstance(topics, str):
+            topics = [topics]
+        regex = re.compile(pattern) if pattern is not None else None
+        if regex is None and not topics:
+            raise ValueError("subscribe() needs topics or a pattern")
+        if self._group is None:
+            self._group = GroupCoordinator(self, self._cluster, self.config)
+        self._group.subscribe(set(topics or ()), regex, listener)
+
+    def unsubscribe(self) -> None:
+        """Leave the group (committing first with auto-commit) and read nothing."""
+        if self._group is not None:
+            self._group.close()
+            self._group = None
+        self._set_assignment([])
+
+    # ------------------------------------------------------------------ positions
+
+    def seek(self, partition: tuple[str, int], offset: int) -> None:
+        """Read ``partition`` from ``offset`` next."""
+        tp = _tp(partition)
+        self._require_assigned(tp)
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, not {offset}")
+        self._positions[tp] = int(offset)
+        self._drop_fetches()
+
+    def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
+        """Read from the log start of these partitions (all assigned ones if none)."""
+        self._seek_to(EARLIEST, partitions)
+
+    def seek_to_end(self, *partitions: tuple[str, int]) -> None:
+        """Read only records written from now on (all assigned partitions if none)."""
+        self._seek_to(LATEST, partitions)
+
+    def _seek_to(self, which: int, partitions: tuple[tuple[str, int], ...]) -> None:
+        tps = [_tp(p) for p in partitions] or list(self._assignment)
+        for tp in tps:
+            self._require_assigned(tp)
+        offsets = self._list_offsets({tp: which for tp in tps})
+        for tp in tps:
+            self._positions[tp] = offsets[tp][0]
+        self._drop_fetches()
+
+    def position(self, partition: tuple[str, int]) -> int:
+        """The offset of the next record this consumer will return for ``partition``."""
+        tp = _tp(partition)
+        self._require_assigned(tp)
+        self._resolve_positions()
+        pos = self._positions[tp]
+        assert pos is not None
+        return pos
+
+    def pause(self, *partitions: tuple[str, int]) -> None:
+        """Stop fetching these partitions until :meth:`resume`."""
+        self._paused |= {_tp(p) for p in partitions}
+        self._drop_fetches()
+
+    def resume(self, *partitions: tuple[str, int]) -> None:
+        self._paused -= {_tp(p) for p in partitions}
+
+    # ------------------------------------------------------------------ offsets
+
+    def beginning_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        """The log start offset of each partition."""
+        return {tp: o for tp, (o, _) in self._list_offsets(
+            {_tp(p): EARLIEST for p in partitions}).items()}
+
+    def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int]:
+        """The offset after the last record of each partition (the high watermark;
+        the last stable offset with ``read_committed``)."""
+        return {tp: o for tp, (o, _) in self._list_offsets(
+            {_tp(p): LATEST for p in partitions}).items()}
+
+    def offsets_for_times(self, timestamps: Mapping[tuple[str, int], int]
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first offset whose timestamp is >= the given ms
+        (None when there is none)."""
+        found = self._list_offsets({_tp(p): int(t) for p, t in timestamps.items()})
+        return {tp: None if o < 0 else OffsetAndTimestamp(o, ts) for tp, (o, ts) in found.items()}
+
+    def committed(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition (None if none)."""
+        return self._require_group_coordinator().fetch_committed([_tp(p) for p in partitions])
+
+    def commit(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
+        """Commit ``offsets`` (default: the current positions) for ``group_id``, synchronously."""
+        if offsets is None:
+            self._resolve_positions()
+            todo = {tp: pos for tp, pos in self._positions.items() if pos is not None}
+        else:
+            todo = {_tp(p): int(o) for p, o in offsets.items()}
+        self._require_group_coordinator().commit(todo)
+
+    def _require_group_coordinator(self) -> GroupCoordinator:
+        from .group import GroupCoordinator
+
+        if not self.config["group_id"]:
+            raise ConfigError("committed offsets need group_id")
+        if self._group is None:
+            self._group = GroupCoordinator(self, self._cluster, self.config)
+        return self._group
+
+    # ------------------------------------------------------------------ reading
+
+    def poll_batch(self, timeout_ms: int = 1000) -> pyarrow.RecordBatch:
+        """Every record that arrives within ``timeout_ms`` (returning as soon as some
+        have), across partitions, as one ``pyarrow.RecordBatch`` (may be empty)."""
+        return self._poll_columns(timeout_ms).to_arrow(headers=True)
+
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[Record]:
+        """Records as :class:`~kproto.records.Record` objects (at most
+        ``max_records``, default ``max_poll_records``)."""
+        limit = max_records or self.config["max_poll_records"]
+        if not self._buffered:
+            self._buffered = self._poll_columns(timeout_ms).to_pylist()
+        out, self._buffered = self._buffered[:limit], self._buffered[limit:]
+        return out
+
+    def __iter__(self) -> Iterator[Record]:
+        """Records forever (until :meth:`close`)."""
+        while not self._closed:
+            yield from self.poll(1000)
+
+    def _poll_columns(self, timeout_ms: int) -> RecordColumns:
+        self._check_open()
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            if self._group is not None:
+                self._group.poll()
+            self._resolve_positions()
+            self._send_fetches()
+            cols = self._receive_fetches(deadline)
+            if cols is not None and len(cols):
+                if self._group is not None:
+                    self._group.maybe_auto_commit()
+                return cols
+            if time.monotonic() >= deadline:
+                if self._group is not None:
+                    self._group.maybe_auto_commit()
+                return RecordColumns.empty()
+
+    def read_range(self, topic: str, ranges: Mapping[int, tuple[int, int]], *,
+                   timeout_ms: int | None = None, headers: bool = True) -> pyarrow.Table:
+        """Records of ``topic`` with ``start <= offset < end`` for each
+        ``{partition: (start, end)}``, as a ``pyarrow.Table``.
+
+        Bounded and independent of the consumer's assignment (it uses its own
+        positions and connections). Offsets the log no longer holds (retention,
+        compaction) are simply absent. Raises KafkaTimeoutError if the range is
+        not complete within ``timeout_ms`` (default: request timeout x 4).
+        """
+        import pyarrow as pa
+
+        from .reader import read_ranges
+
+        batches = read_ranges(self._cluster, self.config, {
+            TopicPartition(topic, p): (int(a), int(b)) for p, (a, b) in ranges.items()},
+            timeout=(timeout_ms / 1000) if timeout_ms is not None else None, headers=headers)
+        schema = RecordColumns.empty().to_arrow(headers=headers).schema
+        return pa.Table.from_batches(batches, schema=schema)
+
+    def close(self) -> None:
+        """Leave the group (committing first with auto-commit) and close connections."""
+        if self._closed:
+            return
+        try:
+            if self._group is not None:
+                self._group.close()
+        finally:
+            self._group = None
+            self._closed = True
+            for conn in self._fetch_conns.values():
+                conn.close()
+            self._fetch_conns.clear()
+            self._cluster.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Consumer {','.join(self._cluster.bootstrap_servers)} " \
+               f"{len(self._assignment)} partitions>"
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the consumer is closed")
+
+    def _require_assigned(self, tp: TopicPartition) -> None:
+        if tp not in self._positions:
+            raise IllegalStateError(f"{tp.topic}[{tp.partition}] is not assigned to this consumer")
+
+    def _drop_fetches(self) -> None:
+        """Forget Fetches in flight (their answers are read and dropped later):
+        positions changed, so they would return the wrong records."""
+        for fetch in self._fetches.values():
+            fetch.offsets.clear()
+
+    def _resolve_positions(self) -> None:
+        missing = [tp for tp, pos in self._positions.items() if pos is None]
+        if not missing:
+            return
+        if self._group is not None or self.config["group_id"]:
+            committed = self._require_group_coordinator().fetch_committed(missing)
+            for tp, off in committed.items():
+                if off is not None and off >= 0:
+                    self._positions[tp] = off
+            missing = [tp for tp in missing if self._positions[tp] is None]
+        if missing:
+            self._reset(missing)
+
+    def _reset(self, tps: list[TopicPartition], cause: BaseException | None = None) -> None:
+        policy = self.config["auto_offset_reset"]
+        if policy == "none":
+            if cause is not None:
+                raise cause
+            raise OffsetOutOfRangeError(
+                "no committed offset and auto_offset_reset is 'none'",
+                partitions=", ".join(f"{t}[{p}]" for t, p in tps))
+        which = EARLIEST if policy == "earliest" else LATEST
+        found = self._list_offsets({tp: which for tp in tps})
+        for tp in tps:
+            self._positions[tp] = found[tp][0]
+
+    def _list_offsets(self, wanted: Mapping[TopicPartition, int]
+                      ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets to the leaders: {tp: (offset, timestamp)} for a timestamp or
+        EARLIEST/LATEST. LATEST is checked against the high watermark of a Fetch
+        (some brokers, Tansu among them, answer the last batch's start + 1)."""
+        from .reader import list_offsets
+
+        return list_offsets(self._cluster, self.config, wanted)
+
+    def _send_fetches(self) -> None:
+        """Send a Fetch to every leader that has none in flight."""
+        fetchable = [tp for tp in self._assignment
+                     if tp not in self._paused and self._positions.get(tp) is not None]
+        if not fetchable:
+            return
+        if self._cluster.needs_refresh:
+            try:
+                self._cluster.refresh_metadata()
+            except KprotoError as exc:
+                log.debug("metadata refresh failed: %s", exc)
+        by_leader, orphans = self._cluster.leaders(fetchable)
+        if orphans:
+            self._cluster.mark_stale()
+        for node, tps in by_leader.items():
+            if node in self._fetches:
+                continue
+            offsets = {TopicPartition(*tp): self._positions[TopicPartition(*tp)] for tp in tps}
+            try:
+                conn = self._fetch_connection(node)
+                req = conn.send(ApiKey.FETCH, self._fetch_fields(offsets, conn), raw=True)
+            except KprotoError as exc:
+                log.debug("fetch to broker %d failed: %s", node, exc)
+                self._cluster.mark_stale()
+                continue
+            self._fetches[node] = _Fetch(req, {tp: o for tp, o in offsets.items()
+                                               if o is not None}, time.monotonic())
+
+    def _fetch_connection(self, node: int) -> BrokerConnection:
+        """The connection Fetches to ``node`` go on: separate from the cluster's, so
+        a long-polling Fetch never delays a metadata, offset or commit request."""
+        conn = self._fetch_conns.get(node)
+        if conn is None or not conn.connected:
+            broker = self._cluster.metadata.brokers.get(node)
+            if broker is None:
+                raise KafkaConnectionError(f"broker {node} is not in the metadata")
+            conn = self._fetch_conns[node] = self._cluster.new_connection(
+                broker.address, timeout=self._cluster.request_timeout
+                + self.config["fetch_max_wait_ms"] / 1000)
+        return conn.connect()
+
+    def _fetch_fields(self, offsets: Mapping[TopicPartition, int | None],
+                      conn: BrokerConnection) -> dict[str, Any]:
+        c = self.config
+        meta = self._cluster.metadata
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, off in offsets.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "fetch_offset": off,
+                "partition_max_bytes": c["max_partition_fetch_bytes"],
+                "current_leader_epoch": -1, "log_start_offset": -1})
+        return {
+            "max_wait_ms": c["fetch_max_wait_ms"], "min_bytes": c["fetch_min_bytes"],
+            "max_bytes": c["fetch_max_bytes"], "isolation_level": int(self._read_committed),
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "topic_id": _topic_id(meta, t), "partitions": ps}
+                       for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": c["client_rack"] or "",
+        }
+
+    def _receive_fetches(self, deadline: float) -> RecordColumns | None:
+        """Wait until ``deadline`` for Fetch answers; decode what arrived (answers
+        already there are all taken) and send the next Fetch to those brokers."""
+        import selectors
+
+        if not self._fetches:
+            time.sleep(max(0.0, min(0.05, deadline - time.monotonic())))
+            return None
+        conns: dict[int, BrokerConnection] = {}
+        with selectors.DefaultSelector() as sel:
+            for node in list(self._fetches):
+                try:
+                    conn = self._fetch_connection(node)
+                    sel.register(conn.fileno(), selectors.EVENT_READ, node)
+                    conns[node] = conn
+                except KprotoError:
+                    self._fetches.pop(node, None)
+            timeout = max(0.0, deadline - time.monotonic())
+            ready = [key.data for key, _ in sel.select(timeout)] if conns else []
+        parts = []
+        wait_limit = self._cluster.request_timeout + self.config["fetch_max_wait_ms"] / 1000
+        for node in ready:
+            conn = conns[node]
+            fetch = self._fetches[node]
+            try:
+                responses = conn.receive(fetch.sent + wait_limit)
+            except KprotoError as exc:
+                log.debug("fetch from broker %d failed: %s", node, exc)
+                self._fetches.pop(node, None)
+                self._cluster.mark_stale()
+                continue
+            if not responses:
+                continue
+            del self._fetches[node]
+            cols = self._handle_fetch(responses[-1], fetch)
+            if cols is not None and len(cols):
+                parts.append(cols)
+        now = time.monotonic()
+        for node, fetch in list(self._fetches.items()):
+            if now - fetch.sent > wait_limit:
+                conns[node].close() if node in conns else None
+                del self._fetches[node]
+                self._cluster.mark_stale()
+        if parts:
+            self._send_fetches()    # prefetch: the brokers work while the caller does
+            return RecordColumns.concat(parts)
+        return None
+
+    def _handle_fetch(self, resp: Response, fetch: _Fetch) -> RecordColumns | None:
+        if resp.error is not None:
+            raise resp.error
+        if not fetch.offsets:
+            return None      # positions changed (seek, assign) after it was sent: stale
+        meta = self._cluster.metadata
+        start = {(tp.topic, tp.partition): off for tp, off in fetch.offsets.items()}
+        cols = records.decode_fetch_response(
+            resp.body, resp.request.version, topic_names=meta.topic_names(),
+            start_offsets=start, read_committed=self._read_committed,
+            check_crc=self.config["check_crcs"])
+        sliced = cols.fetch
+        if sliced.error_code:
+            cls = error_for_code(sliced.error_code)
+            assert cls is not None
+            raise cls("Fetch failed")
+        names = meta.topic_names()
+        stale: set[tuple[str, int]] = set()
+        out_of_range: list[TopicPartition] = []
+        for p in sliced.partitions:
+            topic = topic_of(p, names)
+            tp = TopicPartition(topic, p.partition)
+            if p.error_code == _OUT_OF_RANGE:
+                out_of_range.append(tp)
+                stale.add(tp)
+            elif p.error_code:
+                cls = error_for_code(p.error_code)
+                assert cls is not None
+                stale.add(tp)
+                if cls.invalid_metadata or cls.retriable:
+                    self._cluster.mark_stale()
+                else:
+                    raise cls(topic=topic, partition=p.partition)
+        nexts = _next_offsets(cols)
+        for (name, partition), nxt in nexts.items():
+            tp = TopicPartition(name or "", partition)
+            if tp not in stale and tp in self._positions:
+                self._positions[tp] = max(nxt, self._positions[tp] or 0)
+        if out_of_range:
+            self._reset(out_of_range, OffsetOutOfRangeError(
+                "fetch offset out of range", partitions=str(out_of_range)))
+        return cols
+
+
+def _topic_id(meta: Any, topic: str) -> uuid.UUID:
+    info = meta.topics.get(topic)
+    return info.topic_id if info is not None and info.topic_id is not None else uuid.UUID(int=0)
+

@@ -1,0 +1,475 @@
+"""Consumer groups (the classic protocol): coordinator, join/sync, heartbeats, commits.
+
+:class:`GroupCoordinator` is what :meth:`kproto.Consumer.subscribe` uses: it
+finds the group's coordinator (FindCoordinator), joins (JoinGroup, answering
+MEMBER_ID_REQUIRED with the id the broker gives), and when it is the leader
+computes the assignment with the first assignor every member supports
+(``range``, ``roundrobin``, ``sticky``: the standard embedded consumer
+protocol, so Kafka's tooling shows our assignments), then SyncGroup.
+A background thread heartbeats; when the coordinator asks for a rebalance the
+next :meth:`~kproto.Consumer.poll_batch` revokes (committing first with
+auto-commit, calling the listener), rejoins and assigns. ``close()`` commits
+and leaves (LeaveGroup) so the others take over at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from . import protocol
+from .errors import (
+    BrokerError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    KprotoError,
+    error_for_code,
+)
+from .net.blocking import BrokerConnection
+from .net.cluster import Cluster, backoff_delays
+from .protocol import ApiKey
+
+if TYPE_CHECKING:
+    from .consumer import Consumer, TopicPartition
+
+__all__ = ["GroupCoordinator", "RebalanceListener"]
+
+log = logging.getLogger("kproto.group")
+
+# error codes the coordinator logic reacts to
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
+MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = 79, 82
+_COORDINATOR_GONE = {COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
+
+
+class RebalanceListener(Protocol):
+    """Called from inside ``poll_batch()`` around a rebalance."""
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
+
+
+class _Rejoin(Exception):
+    """The group moved on (new generation, unknown member): join again."""
+
+
+class GroupCoordinator:
+    """Membership of one consumer in ``group_id`` and the group's committed offsets."""
+
+    def __init__(self, consumer: Consumer, cluster: Cluster, config: Mapping[str, Any]) -> None:
+        from .assignors import get_assignor
+
+        self.consumer = consumer
+        self.cluster = cluster
+        self.config = config
+        self.group_id: str = config["group_id"]
+        self.instance_id: str | None = config["group_instance_id"]
+        self.assignors = [get_assignor(a) for a in config["partition_assignment_strategy"]]
+        self.member_id = ""
+        self.generation = -1
+        self.protocol_name: str | None = None
+        self.topics: set[str] = set()
+        self.pattern: re.Pattern[str] | None = None
+        self.listener: RebalanceListener | None = None
+        self._conn: BrokerConnection | None = None
+        self._lock = threading.RLock()           # the coordinator connection
+        self._needs_join = False
+        self._joined = False
+        self._subscribed = False
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self._last_commit = time.monotonic()
+        self._metadata_topics: frozenset[str] = frozenset()
+        self._assigned_snapshot: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ coordinator link
+
+    def _coordinator(self) -> BrokerConnection:
+        with self._lock:
+            if self._conn is not None and self._conn.connected:
+                return self._conn
+            self._conn = None
+            delays = iter(backoff_delays(self.cluster.retry_backoff_ms,
+                                         self.cluster.retry_backoff_max_ms))
+            deadline = time.monotonic() + self.cluster.request_timeout
+            while True:
+                try:
+                    body = self.cluster.request_any(ApiKey.FIND_COORDINATOR, {
+                        "key": self.group_id, "key_type": 0,
+                        "coordinator_keys": [self.group_id]})
+                    if "coordinators" in body and body["coordinators"]:
+                        c = body["coordinators"][0]
+                    else:
+                        c = body
+                    code = c["error_code"]
+                    if code == 0:
+                        # JoinGroup is held by the coordinator until the rebalance ends
+                        wait = max(self.cluster.request_timeout,
+                                   self.config["max_poll_interval_ms"] / 1000 + 5)
+                        host = c["host"]
+                        host = f"[{host}]" if ":" in host else host
+                        conn = self.cluster.new_connection(f"{host}:{c['port']}", timeout=wait)
+                        conn.connect()
+                        self._conn = conn
+                        return conn
+                    cls = error_for_code(code)
+                    assert cls is not None
+                    err: KprotoError = cls("FindCoordinator failed", group=self.group_id)
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    err = exc
+                if not err.retriable and not isinstance(err, (KafkaConnectionError,
+                                                              KafkaTimeoutError)):
+                    raise err
+                if time.monotonic() > deadline:
+                    raise err
+                time.sleep(next(delays))
+
+    def _request(self, api_key: int, fields: dict[str, Any]) -> dict[str, Any]:
+        """A request to the coordinator; a connection error or a NOT_COORDINATOR
+        answer forgets it (found again next time)."""
+        with self._lock:
+            conn = self._coordinator()
+            try:
+                body = conn.request(api_key, fields)
+            except (KafkaConnectionError, KafkaTimeoutError):
+                self._drop_coordinator()
+                raise
+            if body.get("error_code") in _COORDINATOR_GONE:
+                self._drop_coordinator()
+            return body
+
+    def _drop_coordinator(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+
+    def _retry(self, fn: Any, what: str) -> Any:
+        """Run ``fn`` until it stops raising retriable errors (coordinator moves,
+        loading) or the request timeout passes."""
+        return self.cluster.call(fn, what, timeout=max(self.cluster.request_timeout,
+                                                       self.config["session_timeout_ms"] / 1000))
+
+    # ------------------------------------------------------------------ membership
+
+    def subscribe(self, topics: set[str], pattern: re.Pattern[str] | None,
+                  listener: RebalanceListener | None) -> None:
+        self.topics, self.pattern, self.listener = set(topics), pattern, listener
+        self._subscribed = True
+        self._needs_join = True
+        if pattern is None:
+            self.cluster.add_topics(self.topics)
+
+    def _subscribed_topics(self) -> set[str]:
+        if self.pattern is None:
+            return set(self.topics)
+        meta = self.cluster.refresh_metadata(all_topics=True)
+        return {t for t, info in meta.topics.items()
+                if self.pattern.fullmatch(t) and not (
+                    self.config["exclude_internal_topics"] and info.is_internal)}
+
+    def poll(self) -> None:
+        """Called by every ``poll_batch()``: rejoin when the group asks for it (or
+        the subscribed topics' partitions changed)."""
+        if not self._subscribed:
+            return
+        if self._joined and not self._needs_join and self.cluster.needs_refresh:
+            self._check_metadata_change()
+        if not self._needs_join and self._joined:
+            return
+        self._rebalance()
+
+    def _check_metadata_change(self) -> None:
+        try:
+            topics = self._subscribed_topics()
+            meta = self.cluster.refresh_metadata(topics)
+        except KprotoError:
+            return
+        snapshot = {t: len(meta.partitions(t)) for t in topics}
+        if snapshot != self._assigned_snapshot:
+            log.info("group %s: subscribed partitions changed, rejoining", self.group_id)
+            self._needs_join = True
+
+    def _rebalance(self) -> None:
+        revoked = self.consumer.assignment()
+        if self._joined and revoked:
+            self.maybe_auto_commit(force=True)
+        if revoked and self.listener is not None:
+            self.listener.on_partitions_revoked(revoked)
+        self.consumer._set_assignment([])
+        self._joined = False
+        while True:
+            try:
+                assigned = self._join_and_sync()
+                break
+            except _Rejoin:
+                continue
+        self._joined = True
+        self._needs_join = False
+        self.consumer._set_assignment(sorted(assigned))
+        self._start_heartbeat()
+        if self.listener is not None:
+            self.listener.on_partitions_assigned(set(assigned))
+
+    def _join_and_sync(self) -> list[TopicPartition]:
+        from .consumer import TopicPartition
+
+        topics = self._subscribed_topics()
+        self.cluster.wait_for_topics(topics, self.cluster.request_timeout) if topics else None
+        owned: dict[str, list[int]] = {}
+        for tp in self.consumer.assignment():
+            owned.setdefault(tp.topic, []).append(tp.partition)
+        protocols = []
+        for a in self.assignors:
+            user_data = a.subscription_user_data(topics, owned, self.generation)
+            protocols.append({"name": a.name, "metadata": protocol.encode_subscription({
+                "topics": sorted(topics), "user_data": user_data,
+                "owned_partitions": [{"topic": t, "partitions": sorted(ps)}
+                                     for t, ps in sorted(owned.items())],
+                "generation_id": self.generation, "rack_id": self.config["client_rack"]})})
+
+        def join() -> dict[str, Any]:
+            body = self._request(ApiKey.JOIN_GROUP, {
+                "group_id": self.group_id,
+                "session_timeout_ms": self.config["session_timeout_ms"],
+                "rebalance_timeout_ms": self.config["max_poll_interval_ms"],
+                "member_id": self.member_id, "group_instance_id": self.instance_id,
+                "protocol_type": "consumer", "protocols": protocols, "reason": None})
+            code = body["error_code"]
+            if code == MEMBER_ID_REQUIRED:
+                self.member_id = body["member_id"]
+                raise _Rejoin()
+            if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                self.member_id, self.generation = "", -1
+                raise _Rejoin()
+            if code == REBALANCE_IN_PROGRESS:
+                raise _Rejoin()
+            cls = error_for_code(code)
+            if cls is not None:
+                raise cls("JoinGroup failed", group=self.group_id)
+            return body
+
+        self._stop_heartbeat()
+        joined = self._retry(join, "JoinGroup")
+        self.member_id = joined["member_id"]
+        self.generation = joined["generation_id"]
+        self.protocol_name = joined["protocol_name"]
+        assignments = []
+        if joined["leader"] == self.member_id:
+            assignments = self._assign(joined)
+
+        def sync() -> dict[str, Any]:
+            body = self._request(ApiKey.SYNC_GROUP, {
+                "group_id": self.group_id, "generation_id": self.generation,
+                "member_id": self.member_id, "group_instance_id": self.instance_id,
+                "protocol_type": "consumer", "protocol_name": self.protocol_name,
+                "assignments": assignments})
+            code = body["error_code"]
+            if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                self.member_id, self.generation = "", -1
+                raise _Rejoin()
+            if code == REBALANCE_IN_PROGRESS:
+                raise _Rejoin()
+            cls = error_for_code(code)
+            if cls is not None:
+                raise cls("SyncGroup failed", group=self.group_id)
+            return body
+
+        synced = self._retry(sync, "SyncGroup")
+        raw = synced["assignment"]
+        decoded = protocol.decode_assignment(raw) if raw else {"assigned_partitions": []}
+        mine = [TopicPartition(a["topic"], p) for a in decoded["assigned_partitions"] or []
+                for p in a["partitions"] or []]
+        meta = self.cluster.metadata
+        self._assigned_snapshot = {t: len(meta.partitions(t)) for t in topics}
+        log.info("group %s generation %d: member %s got %d partitions", self.group_id,
+                 self.generation, self.member_id, len(mine))
+        return mine
+
+    def _assign(self, joined: dict[str, Any]) -> list[dict[str, Any]]:
+        """As the leader: decode every member's subscription and assign partitions."""
+        from .assignors import MemberSubscription
+
+        assignor = next(a for a in self.assignors if a.name == joined["protocol_name"])
+        members = []
+        all_topics: set[str] = set()
+        for m in joined["members"]:
+            sub = protocol.decode_subscription(m["metadata"])
+            topics = tuple(sub["topics"] or ())
+            all_topics |= set(topics)
+            owned = {o["topic"]: tuple(o["partitions"] or ())
+                     for o in sub.get("owned_partitions") or []}
+            members.append(MemberSubscription(
+                m["member_id"], topics, sub.get("user_data"), owned,
+                sub.get("generation_id", -1), m.get("group_instance_id"), sub.get("rack_id")))
+        meta = self.cluster.wait_for_topics(all_topics, self.cluster.request_timeout) \
+            if all_topics else self.cluster.metadata
+        counts = {t: len(meta.partitions(t)) for t in all_topics if meta.partitions(t)}
+        result = assignor.assign(members, counts)
+        out = []
+        for member_id, by_topic in result.items():
+            out.append({"member_id": member_id, "assignment": protocol.encode_assignment({
+                "assigned_partitions": [{"topic": t, "partitions": sorted(ps)}
+                                        for t, ps in sorted(by_topic.items()) if ps],
+                "user_data": assignor.assignment_user_data(member_id)}, version=0)})
+        return out
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _start_heartbeat(self) -> None:
+        if self._heartbeat is not None and self._heartbeat.is_alive():
+            return
+        self._stop.clear()
+        self._heartbeat = threading.Thread(target=self._heartbeat_loop, daemon=True,
+                                           name=f"kproto-heartbeat-{self.group_id}")
+        self._heartbeat.start()
+
+    def _stop_heartbeat(self) -> None:
+        self._stop.set()
+        t = self._heartbeat
+        if t is not None and t is not threading.current_thread():
+            t.join(self.cluster.request_timeout)
+        self._heartbeat = None
+
+    def _heartbeat_loop(self) -> None:
+        interval = self.config["heartbeat_interval_ms"] / 1000
+        while not self._stop.wait(interval):
+            try:
+                body = self._request(ApiKey.HEARTBEAT, {
+                    "group_id": self.group_id, "generation_id": self.generation,
+                    "member_id": self.member_id, "group_instance_id": self.instance_id})
+            except KprotoError as exc:
+                log.debug("heartbeat failed: %s", exc)
+                continue
+            code = body["error_code"]
+            if code == 0:
+                continue
+            if code == REBALANCE_IN_PROGRESS:
+                self._needs_join = True
+            elif code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID):
+                self._needs_join = True
+                if code == UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+            elif code in _COORDINATOR_GONE:
+                continue
+            else:
+                log.warning("heartbeat error %s", error_for_code(code))
+            if self._needs_join:
+                return
+
+    # ------------------------------------------------------------------ offsets
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """OffsetCommit ``offsets`` (the next offset to read, per Kafka's convention)."""
+        if not offsets:
+            return
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, off in offsets.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition_index": tp.partition, "committed_offset": off,
+                "committed_leader_epoch": -1, "commit_timestamp": -1,
+                "committed_metadata": ""})
+
+        def attempt() -> None:
+            body = self._request(ApiKey.OFFSET_COMMIT, {
+                "group_id": self.group_id,
+                "generation_id_or_member_epoch": self.generation if self._joined else -1,
+                "member_id": self.member_id if self._joined else "",
+                "group_instance_id": self.instance_id if self._joined else None,
+                "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            for t in body["topics"]:
+                for p in t["partitions"]:
+                    code = p["error_code"]
+                    if code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
+                        self._needs_join = True
+                    if code in _COORDINATOR_GONE:
+                        self._drop_coordinator()
+                    cls = error_for_code(code)
+                    if cls is not None:
+                        raise cls("OffsetCommit failed", group=self.group_id, topic=t["name"],
+                                  partition=p["partition_index"])
+
+        self._retry(attempt, "OffsetCommit")
+        self._last_commit = time.monotonic()
+
+    def fetch_committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """OffsetFetch: the committed offset of each partition (None when none)."""
+        from .consumer import TopicPartition
+
+        wanted = list(tps)
+        topics: dict[str, list[int]] = {}
+        for tp in wanted:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+
+        def attempt() -> dict[TopicPartition, int | None]:
+            body = self._request(ApiKey.OFFSET_FETCH, {
+                "group_id": self.group_id, "require_stable": True,
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+                "groups": [{"group_id": self.group_id, "topics": [
+                    {"name": t, "partition_indexes": ps} for t, ps in topics.items()]}]})
+            if "groups" in body and body["groups"]:
+                group = body["groups"][0]
+                code, answer = group["error_code"], group["topics"]
+            else:
+                code, answer = body.get("error_code", 0), body["topics"]
+            if code in _COORDINATOR_GONE:
+                self._drop_coordinator()
+            cls = error_for_code(code)
+            if cls is not None:
+                raise cls("OffsetFetch failed", group=self.group_id)
+            out: dict[TopicPartition, int | None] = {tp: None for tp in wanted}
+            for t in answer:
+                for p in t["partitions"]:
+                    cls = error_for_code(p["error_code"])
+                    if cls is not None:
+                        raise cls("OffsetFetch failed", group=self.group_id, topic=t["name"],
+                                  partition=p["partition_index"])
+                    off = p["committed_offset"]
+                    out[TopicPartition(t["name"], p["partition_index"])] = \
+                        off if off >= 0 else None
+            return out
+
+        result: dict[TopicPartition, int | None] = self._retry(attempt, "OffsetFetch")
+        return result
+
+    def maybe_auto_commit(self, *, force: bool = False) -> None:
+        """With ``enable_auto_commit``: commit the positions every
+        ``auto_commit_interval_ms`` (and before a rebalance or close)."""
+        if not self.config["enable_auto_commit"] or not self._joined:
+            return
+        if not force and time.monotonic() - self._last_commit < \
+                self.config["auto_commit_interval_ms"] / 1000:
+            return
+        positions = {tp: pos for tp, pos in self.consumer._positions.items() if pos is not None}
+        try:
+            self.commit(positions)
+        except BrokerError as exc:
+            log.warning("auto-commit failed: %s", exc)
+
+    # ------------------------------------------------------------------ leaving
+
+    def close(self) -> None:
+        """Commit (with auto-commit), stop heartbeats and leave the group."""
+        try:
+            if self._joined:
+                self.maybe_auto_commit(force=True)
+        finally:
+            self._stop_heartbeat()
+            if self._joined and self.member_id and self.instance_id is None:
+                try:
+                    self._request(ApiKey.LEAVE_GROUP, {
+                        "group_id": self.group_id, "member_id": self.member_id,
+                        "members": [{"member_id": self.member_id,
+                                     "group_instance_id": None, "reason": "consumer closed"}]})
+                except KprotoError as exc:
+                    log.debug("LeaveGroup failed: %s", exc)
+            self._joined = False
+            self._subscribed = False
+            self._drop_coordinator()

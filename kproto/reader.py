@@ -1,0 +1,422 @@
+"""Bounded bulk reads and offset lookups, shared by the consumer and the Spark source.
+
+:func:`read_ranges` reads ``start <= offset < end`` of many partitions: one
+Fetch in flight per connection, several connections per leader when there is
+more than one range to read (a big partition's range is split into disjoint
+sub-ranges read at once), each answer decoded by the Cython codec and trimmed
+to its range as a zero-copy Arrow slice. :func:`list_offsets` asks the leaders
+for offsets by time (or earliest/latest).
+"""
+
+from __future__ import annotations
+
+import logging
+import selectors
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from . import records
+from .errors import (
+    KafkaTimeoutError,
+    KprotoError,
+    OffsetOutOfRangeError,
+    error_for_code,
+)
+from .net.blocking import BrokerConnection
+from .net.cluster import Cluster
+from .protocol import ApiKey
+
+if TYPE_CHECKING:
+    import pyarrow
+
+__all__ = ["read_ranges", "list_offsets", "ReadResult"]
+
+log = logging.getLogger("kproto.reader")
+
+EARLIEST, LATEST = -2, -1
+
+
+class _TP(NamedTuple):
+    topic: str
+    partition: int
+
+
+def _topic_id(cluster: Cluster, topic: str) -> uuid.UUID:
+    info = cluster.metadata.topics.get(topic)
+    return info.topic_id if info is not None and info.topic_id is not None else uuid.UUID(int=0)
+
+
+def topic_of(p: Any, names: Mapping[uuid.UUID, str]) -> str:
+    """The topic name of a sliced Fetch partition (v13+ name topics by id)."""
+    if p.topic is not None:
+        return str(p.topic)
+    return names.get(p.topic_id, str(p.topic_id)) if p.topic_id is not None else ""
+
+
+def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[Any, int],
+                 *, timeout: float | None = None) -> dict[Any, tuple[int, int]]:
+    """``{tp: timestamp | EARLIEST (-2) | LATEST (-1)}`` -> ``{tp: (offset, timestamp)}``
+    from the partition leaders, retrying retriable errors after a metadata refresh.
+
+    Offset -1 means no record at or after that time. LATEST is raised to the
+    high watermark (last stable offset with read_committed) that a Fetch
+    reports, because some brokers (Tansu) answer ListOffsets "latest" with the
+    start of the last batch + 1.
+    """
+    read_committed = config.get("isolation_level") == "read_committed"
+    cluster.wait_for_topics({tp[0] for tp in wanted}, cluster.request_timeout)
+
+    def attempt() -> dict[Any, tuple[int, int]]:
+        by_leader, orphans = cluster.leaders(list(wanted))
+        if orphans:
+            cluster.mark_stale()
+            cls = error_for_code(5)
+            assert cls is not None
+            raise cls(f"no leader for {orphans}")
+        requests: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+        for node, tps in by_leader.items():
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for tp in tps:
+                topics.setdefault(tp[0], []).append({
+                    "partition_index": tp[1], "timestamp": wanted[tp],
+                    "current_leader_epoch": -1, "max_num_offsets": 1})
+            requests[node] = [(ApiKey.LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": int(read_committed),
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": int(cluster.request_timeout * 1000)})]
+        out: dict[Any, tuple[int, int]] = {}
+        keys: dict[tuple[str, int], Any] = {(tp[0], tp[1]): tp for tp in wanted}
+        for _node, result in cluster.send_many(requests).items():
+            if isinstance(result, Exception):
+                raise result
+            [resp] = result
+            if resp.error is not None:
+                raise resp.error
+            for t in resp.body["topics"]:
+                for p in t["partitions"]:
+                    key = keys.get((t["name"], p["partition_index"]))
+                    if key is None:
+                        continue
+                    cls = error_for_code(p["error_code"])
+                    if cls is not None:
+                        raise cls("ListOffsets failed", topic=t["name"],
+                                  partition=p["partition_index"])
+                    offset = p.get("offset", -1)
+                    if resp.request.version == 0:
+                        offset = (p.get("old_style_offsets") or [-1])[0]
+                    out[key] = (offset, p.get("timestamp", -1))
+        missing = set(wanted) - set(out)
+        if missing:
+            raise KafkaTimeoutError(f"ListOffsets answered nothing for {sorted(missing)}")
+        return out
+
+    found = cluster.call(attempt, "ListOffsets", timeout=timeout)
+    latest = {tp: off for tp, (off, _) in found.items() if wanted[tp] == LATEST}
+    if latest:
+        for tp, hwm in _high_watermarks(cluster, latest, read_committed).items():
+            if hwm > found[tp][0]:
+                found[tp] = (hwm, found[tp][1])
+    return found
+
+
+def _high_watermarks(cluster: Cluster, at: Mapping[Any, int], read_committed: bool
+                     ) -> dict[Any, int]:
+    """The high watermark (or LSO) of each partition, from a Fetch of a few bytes."""
+    by_leader, _ = cluster.leaders(list(at))
+    requests: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+    for node, tps in by_leader.items():
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp in tps:
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "fetch_offset": max(at[tp], 0), "partition_max_bytes": 1,
+                "current_leader_epoch": -1, "log_start_offset": -1})
+        requests[node] = [(ApiKey.FETCH, {
+            # min_bytes 1: Tansu answers min_bytes 0 with no partitions at all
+            "max_wait_ms": 50, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": int(read_committed), "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "topic_id": _topic_id(cluster, t), "partitions": ps}
+                       for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""})]
+    out: dict[Any, int] = {}
+    keys: dict[tuple[str, int], Any] = {(tp[0], tp[1]): tp for tp in at}
+    names = cluster.metadata.topic_names()
+    for result in cluster.send_many(requests, raw=True).values():
+        if isinstance(result, Exception):
+            continue
+        for resp in result:
+            if resp.error is not None:
+                continue
+            for p in records.slice_fetch(resp.body, resp.request.version).partitions:
+                key = keys.get((topic_of(p, names), p.partition))
+                if key is not None and not p.error_code:
+                    mark = p.last_stable_offset if read_committed and \
+                        p.last_stable_offset >= 0 else p.high_watermark
+                    out[key] = mark
+    return out
+
+
+@dataclass
+class ReadResult:
+    """What :func:`read_ranges` read: Arrow batches, and the offsets it could not
+    read because the log no longer holds them (retention, compaction)."""
+
+    batches: list[pyarrow.RecordBatch] = field(default_factory=list)
+    #: (topic, partition) -> [(first missing offset, first offset after the gap)]
+    gaps: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
+
+    @property
+    def num_rows(self) -> int:
+        return sum(b.num_rows for b in self.batches)
+
+
+@dataclass
+class _Range:
+    tp: _TP
+    position: int
+    end: int
+    in_flight: bool = False
+
+
+def read_ranges(cluster: Cluster, config: Mapping[str, Any],
+                ranges: Mapping[Any, tuple[int, int]], *, timeout: float | None = None,
+                connections_per_broker: int = 2, on_gap: str = "skip",
+                headers: bool = True) -> list[pyarrow.RecordBatch]:
+    """Read ``{(topic, partition): (start, end)}`` and return Arrow batches (Spark's
+    Kafka schema), each trimmed to its range. See :func:`read_ranges_result`."""
+    result = read_ranges_result(cluster, config, ranges, timeout=timeout,
+                                connections_per_broker=connections_per_broker,
+                                on_gap=on_gap, headers=headers)
+    return result.batches
+
+
+def read_ranges_result(cluster: Cluster, config: Mapping[str, Any],
+                       ranges: Mapping[Any, tuple[int, int]], *, timeout: float | None = None,
+                       connections_per_broker: int = 2, on_gap: str = "skip",
+                       headers: bool = True) -> ReadResult:
+    """Read ``start <= offset < end`` of every partition in ``ranges``.
+
+    Ranges are split into up to ``connections_per_broker`` disjoint pieces per
+    leader, each read on its own connection (Kafka serves one request at a time
+    per connection, so this is how one partition is read in parallel). Offsets
+    below the log start are gaps: ``on_gap="skip"`` records them in
+    ``ReadResult.gaps``; ``"fail"`` raises OffsetOutOfRangeError. Raises
+    KafkaTimeoutError when the ranges are not complete within ``timeout``
+    seconds (default 4 x the request timeout) without progress.
+    """
+    read_committed = config.get("isolation_level") == "read_committed"
+    check_crc = config.get("check_crcs", True)
+    max_wait = config.get("fetch_max_wait_ms", 500)
+    partition_bytes = config.get("max_partition_fetch_bytes", 1 << 20)
+    fetch_bytes = config.get("fetch_max_bytes", 50 << 20)
+    patience = timeout if timeout is not None else cluster.request_timeout * 4
+    work = [_Range(_TP(str(tp[0]), int(tp[1])), int(a), int(b))
+            for tp, (a, b) in ranges.items() if b > a]
+    result = ReadResult()
+    if not work:
+        return result
+    cluster.wait_for_topics({r.tp.topic for r in work}, cluster.request_timeout)
+    work = _split(work, cluster, connections_per_broker)
+    # one Fetch in flight per (leader, lane); lanes are extra connections to the leader
+    lanes: dict[tuple[int, int], BrokerConnection] = {}
+    in_flight: dict[tuple[int, int], tuple[list[_Range], float]] = {}
+    last_progress = time.monotonic()
+    try:
+        while True:
+            todo = [r for r in work if r.position < r.end]
+            if not todo:
+                return result
+            if time.monotonic() - last_progress > patience:
+                left = {f"{r.tp.topic}[{r.tp.partition}]": (r.position, r.end) for r in todo}
+                raise KafkaTimeoutError(f"bounded read made no progress for {patience:g} s; "
+                                        f"left: {left}")
+            if cluster.needs_refresh:
+                try:
+                    cluster.refresh_metadata()
+                except KprotoError as exc:
+                    log.debug("metadata refresh failed: %s", exc)
+            _launch(cluster, todo, lanes, in_flight, max_wait, partition_bytes, fetch_bytes,
+                    read_committed, connections_per_broker)
+            if not in_flight:
+                time.sleep(cluster.retry_backoff_ms / 1000)
+                continue
+            for lane, resp in _wait(lanes, in_flight, cluster,
+                                    cluster.request_timeout + max_wait / 1000):
+                ranges_sent, _ = in_flight.pop(lane)
+                for r in ranges_sent:
+                    r.in_flight = False
+                if resp is None:
+                    continue
+                if _absorb(cluster, resp, ranges_sent, result, check_crc, read_committed,
+                           on_gap, headers):
+                    last_progress = time.monotonic()
+    finally:
+        for conn in lanes.values():
+            conn.close()
+
+
+def _split(work: list[_Range], cluster: Cluster, lanes: int) -> list[_Range]:
+    """Split each partition's range so that every leader has ~``lanes`` pieces."""
+    by_leader: dict[int, list[_Range]] = {}
+    for r in work:
+        by_leader.setdefault(cluster.metadata.leader(*r.tp), []).append(r)
+    out = []
+    for rs in by_leader.values():
+        pieces = max(1, -(-lanes // len(rs)))
+        for r in rs:
+            size = r.end - r.position
+            n = min(pieces, max(1, size // 10000))
+            bounds = np.linspace(r.position, r.end, n + 1).astype(np.int64)
+            out += [_Range(r.tp, int(a), int(b)) for a, b in zip(bounds, bounds[1:], strict=False)
+                    if b > a]
+    return out
+
+
+def _launch(cluster: Cluster, todo: list[_Range], lanes: dict[tuple[int, int], BrokerConnection],
+            in_flight: dict[tuple[int, int], tuple[list[_Range], float]], max_wait: int,
+            partition_bytes: int, fetch_bytes: int, read_committed: bool, nlanes: int) -> None:
+    """Send a Fetch on every idle lane for ranges not in flight (one range of a
+    partition per Fetch: a Fetch names a partition once)."""
+    by_leader: dict[int, list[_Range]] = {}
+    for r in todo:
+        if not r.in_flight:
+            node = cluster.metadata.leader(*r.tp)
+            if node < 0:
+                cluster.mark_stale()
+                continue
+            by_leader.setdefault(node, []).append(r)
+    for node, rs in by_leader.items():
+        for lane_no in range(nlanes):
+            lane = (node, lane_no)
+            if lane in in_flight or not rs:
+                continue
+            chosen: list[_Range] = []
+            seen: set[_TP] = set()
+            for r in list(rs):
+                if r.tp not in seen:
+                    chosen.append(r)
+                    seen.add(r.tp)
+                    rs.remove(r)
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for r in chosen:
+                topics.setdefault(r.tp.topic, []).append({
+                    "partition": r.tp.partition, "fetch_offset": r.position,
+                    "partition_max_bytes": partition_bytes, "current_leader_epoch": -1,
+                    "log_start_offset": -1})
+            fields = {
+                "max_wait_ms": max_wait, "min_bytes": 1, "max_bytes": fetch_bytes,
+                "isolation_level": int(read_committed), "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "topic_id": _topic_id(cluster, t), "partitions": ps}
+                           for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+            try:
+                conn = lanes.get(lane)
+                if conn is None or not conn.connected:
+                    broker = cluster.metadata.brokers[node]
+                    conn = lanes[lane] = cluster.new_connection(broker.address)
+                conn.send(ApiKey.FETCH, fields, raw=True)
+            except (KprotoError, KeyError) as exc:
+                log.debug("fetch to broker %d failed: %s", node, exc)
+                cluster.mark_stale()
+                rs[:0] = chosen
+                continue
+            for r in chosen:
+                r.in_flight = True
+            in_flight[lane] = (chosen, time.monotonic())
+
+
+def _wait(lanes: dict[tuple[int, int], BrokerConnection],
+          in_flight: dict[tuple[int, int], tuple[list[_Range], float]], cluster: Cluster,
+          limit: float) -> list[tuple[tuple[int, int], Any]]:
+    """Wait for at least one answer; returns [(lane, response or None if it failed)]."""
+    out: list[tuple[tuple[int, int], Any]] = []
+    with selectors.DefaultSelector() as sel:
+        for lane in in_flight:
+            conn = lanes[lane]
+            if conn.connected:
+                sel.register(conn.fileno(), selectors.EVENT_READ, lane)
+            else:
+                out.append((lane, None))
+        if out:
+            return out
+        oldest = min(sent for _, sent in in_flight.values())
+        events = sel.select(max(0.0, oldest + limit - time.monotonic()))
+    for key, _ in events:
+        lane = key.data
+        conn = lanes[lane]
+        try:
+            got = conn.receive(in_flight[lane][1] + limit)
+        except KprotoError as exc:
+            log.debug("fetch on %s failed: %s", lane, exc)
+            cluster.mark_stale()
+            out.append((lane, None))
+            continue
+        if got:
+            out.append((lane, got[-1]))
+    now = time.monotonic()
+    for lane, (_, sent) in in_flight.items():
+        if now - sent > limit and all(lane != o[0] for o in out):
+            lanes[lane].close()
+            cluster.mark_stale()
+            out.append((lane, None))
+    return out
+
+
+def _absorb(cluster: Cluster, resp: Any, sent: list[_Range], result: ReadResult,
+            check_crc: bool, read_committed: bool, on_gap: str, headers: bool) -> bool:
+    """Decode one Fetch answer into ``result``; advance the ranges. True on progress."""
+    if resp.error is not None:
+        raise resp.error
+    sliced = records.slice_fetch(resp.body, resp.request.version)
+    names = cluster.metadata.topic_names()
+    by_tp = {r.tp: r for r in sent}
+    progress = False
+    for p in sliced.partitions:
+        topic = topic_of(p, names)
+        r = by_tp.get(_TP(topic, p.partition))
+        if r is None:
+            continue
+        if p.error_code == 1:      # OFFSET_OUT_OF_RANGE: the log no longer starts there
+            start = p.log_start_offset
+            if start < 0:
+                start = list_offsets(cluster, {}, {r.tp: EARLIEST})[r.tp][0]
+            if start <= r.position:
+                raise OffsetOutOfRangeError(f"offset {r.position} is out of range",
+                                            topic=topic, partition=p.partition)
+            if on_gap == "fail":
+                raise OffsetOutOfRangeError(
+                    f"offsets {r.position}..{min(start, r.end) - 1} are gone (log starts at "
+                    f"{start})", topic=topic, partition=p.partition)
+            gap = (r.position, min(start, r.end))
+            result.gaps.setdefault((r.tp.topic, r.tp.partition), []).append(gap)
+            r.position = start
+            progress = True
+            continue
+        if p.error_code:
+            cls = error_for_code(p.error_code)
+            assert cls is not None
+            if cls.retriable or cls.invalid_metadata:
+                cluster.mark_stale()
+                continue
+            raise cls("Fetch failed", topic=topic, partition=p.partition)
+        if p.records is None or not len(p.records):
+            continue
+        cols = records.decode(p.records, topic=topic, partition=p.partition,
+                              start_offset=r.position, check_crc=check_crc,
+                              aborted_transactions=(p.aborted_transactions or [])
+                              if read_committed else None)
+        if cols.next_offset > r.position:
+            progress = True
+        if len(cols):
+            batch = cols.to_arrow(headers=headers)
+            stop = int(np.searchsorted(cols.offset, r.end))
+            if stop < len(cols):
+                batch = batch.slice(0, stop)
+            if batch.num_rows:
+                result.batches.append(batch)
+        r.position = max(r.position, cols.next_offset)
+    return progress
