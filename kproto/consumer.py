@@ -34,6 +34,7 @@ from .config import resolve
 from .errors import (
     ConfigError,
     IllegalStateError,
+    KafkaConnectionError,
     KprotoError,
     OffsetOutOfRangeError,
     error_for_code,
