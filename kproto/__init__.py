@@ -2,10 +2,39 @@
 
 Cython hot paths, Arrow/NumPy columns, a thin readable client and a PySpark
 data source. See ``docs/`` for the guide.
+
+>>> from kproto import Producer, Consumer, Admin      # doctest: +SKIP
 """
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 from .errors import KprotoError  # noqa: E402
 
-__all__ = ["__version__", "KprotoError"]
+if TYPE_CHECKING:
+    from .admin import Admin
+    from .consumer import Consumer, OffsetAndTimestamp, TopicPartition
+    from .producer import Producer, RecordMetadata
+
+#: Public names imported on first use (``import kproto`` stays light).
+_LAZY = {
+    "Producer": "producer", "RecordMetadata": "producer",
+    "Consumer": "consumer", "TopicPartition": "consumer", "OffsetAndTimestamp": "consumer",
+    "Admin": "admin",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kproto' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = ["__version__", "KprotoError", "Producer", "RecordMetadata", "Consumer",
+           "TopicPartition", "OffsetAndTimestamp", "Admin"]

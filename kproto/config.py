@@ -133,6 +133,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
         ("ssl_keyfile", None, _opt_str, "client private key (PEM)"),
         ("ssl_password", None, _opt_str, "password of the client private key"),
         ("ssl_check_hostname", True, _bool, "check the broker's name against its certificate"),
+        ("ssl_verify", True, _bool, "verify the broker's certificate chain (off: no checks)"),
+        ("ssl_ciphers", None, _opt_str, "OpenSSL cipher string"),
         ("sasl_mechanism", None, _opt_str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
         ("sasl_plain_username", None, _opt_str, "SASL user name"),
         ("sasl_plain_password", None, _opt_str, "SASL password (never logged)"),
@@ -212,7 +214,7 @@ def _endpoint_identification(v: Any) -> bool:
 #: Keys whose value converts into another option.
 _SPECIAL = {
     "ssl_endpoint_identification_algorithm": ("ssl_check_hostname", _endpoint_identification),
-    "enable_ssl_certificate_verification": ("ssl_check_hostname", _bool),
+    "enable_ssl_certificate_verification": ("ssl_verify", _bool),
 }
 
 

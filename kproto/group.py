@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import protocol
@@ -29,8 +29,8 @@ from .errors import (
     KprotoError,
     error_for_code,
 )
-from .net.blocking import BrokerConnection
-from .net.cluster import Cluster, backoff_delays
+from .net.blocking import BrokerConnection, Fields
+from .net.cluster import Cluster
 from .protocol import ApiKey
 
 if TYPE_CHECKING:
@@ -53,6 +53,35 @@ class RebalanceListener(Protocol):
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None: ...
 
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
+
+
+def find_coordinator(cluster: Cluster, group_id: str) -> str:
+    """The address ("host:port") of ``group_id``'s coordinator (FindCoordinator,
+    retried while the coordinator is loading or not available)."""
+
+    def attempt() -> str:
+        body = cluster.request_any(ApiKey.FIND_COORDINATOR, lambda v: {
+            "key_type": 0, **({"coordinator_keys": [group_id]} if v >= 4 else {"key": group_id})})
+        found = body["coordinators"][0] if body.get("coordinators") else body
+        cls = error_for_code(found["error_code"])
+        if cls is not None:
+            raise cls("FindCoordinator failed", group=group_id)
+        host = found["host"]
+        return f"[{host}]:{found['port']}" if ":" in host else f"{host}:{found['port']}"
+
+    address: str = cluster.call(attempt, "FindCoordinator")
+    return address
+
+
+def offset_fetch_fields(group_id: str, topics: list[dict[str, Any]] | None
+                        ) -> Callable[[int], dict[str, Any]]:
+    """OffsetFetch fields for any version (v8+ batches groups); ``topics`` None: all."""
+    def fields(version: int) -> dict[str, Any]:
+        if version >= 8:
+            return {"groups": [{"group_id": group_id, "topics": topics}],
+                    "require_stable": True}
+        return {"group_id": group_id, "topics": topics, "require_stable": version >= 7}
+    return fields
 
 
 class _Rejoin(Exception):
@@ -95,42 +124,16 @@ class GroupCoordinator:
             if self._conn is not None and self._conn.connected:
                 return self._conn
             self._conn = None
-            delays = iter(backoff_delays(self.cluster.retry_backoff_ms,
-                                         self.cluster.retry_backoff_max_ms))
-            deadline = time.monotonic() + self.cluster.request_timeout
-            while True:
-                try:
-                    body = self.cluster.request_any(ApiKey.FIND_COORDINATOR, {
-                        "key": self.group_id, "key_type": 0,
-                        "coordinator_keys": [self.group_id]})
-                    if "coordinators" in body and body["coordinators"]:
-                        c = body["coordinators"][0]
-                    else:
-                        c = body
-                    code = c["error_code"]
-                    if code == 0:
-                        # JoinGroup is held by the coordinator until the rebalance ends
-                        wait = max(self.cluster.request_timeout,
-                                   self.config["max_poll_interval_ms"] / 1000 + 5)
-                        host = c["host"]
-                        host = f"[{host}]" if ":" in host else host
-                        conn = self.cluster.new_connection(f"{host}:{c['port']}", timeout=wait)
-                        conn.connect()
-                        self._conn = conn
-                        return conn
-                    cls = error_for_code(code)
-                    assert cls is not None
-                    err: KprotoError = cls("FindCoordinator failed", group=self.group_id)
-                except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                    err = exc
-                if not err.retriable and not isinstance(err, (KafkaConnectionError,
-                                                              KafkaTimeoutError)):
-                    raise err
-                if time.monotonic() > deadline:
-                    raise err
-                time.sleep(next(delays))
+            address = find_coordinator(self.cluster, self.group_id)
+            # JoinGroup is held by the coordinator until the rebalance ends
+            wait = max(self.cluster.request_timeout,
+                       self.config["max_poll_interval_ms"] / 1000 + 5)
+            conn = self.cluster.new_connection(address, timeout=wait)
+            conn.connect()
+            self._conn = conn
+            return conn
 
-    def _request(self, api_key: int, fields: dict[str, Any]) -> dict[str, Any]:
+    def _request(self, api_key: int, fields: Fields) -> dict[str, Any]:
         """A request to the coordinator; a connection error or a NOT_COORDINATOR
         answer forgets it (found again next time)."""
         with self._lock:
@@ -409,11 +412,8 @@ class GroupCoordinator:
             topics.setdefault(tp.topic, []).append(tp.partition)
 
         def attempt() -> dict[TopicPartition, int | None]:
-            body = self._request(ApiKey.OFFSET_FETCH, {
-                "group_id": self.group_id, "require_stable": True,
-                "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
-                "groups": [{"group_id": self.group_id, "topics": [
-                    {"name": t, "partition_indexes": ps} for t, ps in topics.items()]}]})
+            body = self._request(ApiKey.OFFSET_FETCH, offset_fetch_fields(self.group_id, [
+                {"name": t, "partition_indexes": ps} for t, ps in topics.items()]))
             if "groups" in body and body["groups"]:
                 group = body["groups"][0]
                 code, answer = group["error_code"], group["topics"]

@@ -27,7 +27,7 @@ from .errors import (
     OffsetOutOfRangeError,
     error_for_code,
 )
-from .net.blocking import BrokerConnection
+from .net.blocking import BrokerConnection, Fields
 from .net.cluster import Cluster
 from .protocol import ApiKey
 
@@ -78,7 +78,7 @@ def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[An
             cls = error_for_code(5)
             assert cls is not None
             raise cls(f"no leader for {orphans}")
-        requests: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+        requests: dict[int, list[tuple[int, Fields]]] = {}
         for node, tps in by_leader.items():
             topics: dict[str, list[dict[str, Any]]] = {}
             for tp in tps:
@@ -128,7 +128,7 @@ def _high_watermarks(cluster: Cluster, at: Mapping[Any, int], read_committed: bo
                      ) -> dict[Any, int]:
     """The high watermark (or LSO) of each partition, from a Fetch of a few bytes."""
     by_leader, _ = cluster.leaders(list(at))
-    requests: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+    requests: dict[int, list[tuple[int, Fields]]] = {}
     for node, tps in by_leader.items():
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:
@@ -168,6 +168,9 @@ class ReadResult:
     batches: list[pyarrow.RecordBatch] = field(default_factory=list)
     #: (topic, partition) -> [(first missing offset, first offset after the gap)]
     gaps: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
+    #: (topic, partition) -> (high watermark, requested end) for ranges that asked
+    #: for offsets not written yet: they end at the high watermark.
+    short: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:
@@ -200,6 +203,7 @@ def read_ranges_result(cluster: Cluster, config: Mapping[str, Any],
                        headers: bool = True) -> ReadResult:
     """Read ``start <= offset < end`` of every partition in ``ranges``.
 
+    A range reaching past the high watermark ends there (``ReadResult.short``).
     Ranges are split into up to ``connections_per_broker`` disjoint pieces per
     leader, each read on its own connection (Kafka serves one request at a time
     per connection, so this is how one partition is read in parallel). Offsets
@@ -403,7 +407,14 @@ def _absorb(cluster: Cluster, resp: Any, sent: list[_Range], result: ReadResult,
                 cluster.mark_stale()
                 continue
             raise cls("Fetch failed", topic=topic, partition=p.partition)
+        mark = p.last_stable_offset if read_committed and p.last_stable_offset >= 0 \
+            else p.high_watermark
         if p.records is None or not len(p.records):
+            if 0 <= mark <= r.position < r.end:
+                # nothing more has been written: the range ends at the high watermark
+                result.short[(r.tp.topic, r.tp.partition)] = (mark, r.end)
+                r.end = r.position
+                progress = True
             continue
         cols = records.decode(p.records, topic=topic, partition=p.partition,
                               start_offset=r.position, check_crc=check_crc,

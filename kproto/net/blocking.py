@@ -37,6 +37,10 @@ MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
 _READ_CHUNK = 1 << 20
 
 
+#: A request's fields, or a function of the version giving them.
+Fields = dict[str, Any] | Callable[[int], dict[str, Any]]
+
+
 class SaslMechanism(Protocol):
     """A SASL client mechanism (see :mod:`kproto.net.security`).
 
@@ -119,7 +123,7 @@ class BrokerConnection:
 
     # -- requests
 
-    def request(self, api_key: int, fields: dict[str, Any], *, version: int | None = None
+    def request(self, api_key: int, fields: Fields, *, version: int | None = None
                 ) -> dict[str, Any]:
         """Send one request and return the decoded response body.
 
@@ -131,7 +135,7 @@ class BrokerConnection:
         body: dict[str, Any] = resp.body
         return body
 
-    def request_raw(self, api_key: int, fields: dict[str, Any], *, version: int | None = None
+    def request_raw(self, api_key: int, fields: Fields, *, version: int | None = None
                     ) -> tuple[int, memoryview]:
         """Send one request; return (version, the response body undecoded).
 
@@ -141,7 +145,7 @@ class BrokerConnection:
         [resp] = self.request_many([(api_key, fields)], version=version, raw=True)
         return resp.request.version, resp.body
 
-    def request_many(self, requests: Sequence[tuple[int, dict[str, Any]]], *,
+    def request_many(self, requests: Sequence[tuple[int, Fields]], *,
                      version: int | None = None, raw: bool = False) -> list[Response]:
         """Pipeline several requests (all written before any answer is read) and
         return their :class:`~kproto.net.Response` objects in order."""
@@ -269,7 +273,7 @@ class BrokerConnection:
 
     # -- non-blocking use (several connections driven by one selector)
 
-    def send(self, api_key: int, fields: dict[str, Any], *, version: int | None = None,
+    def send(self, api_key: int, fields: Fields, *, version: int | None = None,
              raw: bool = False, expect_response: bool = True, context: Any = None) -> Request:
         """Write one request now and return it; its answer comes from :meth:`receive`.
 

@@ -31,7 +31,7 @@ from ..errors import (
     error_for_code,
 )
 from ..protocol import ApiKey
-from .blocking import BrokerConnection, SaslMechanism
+from .blocking import BrokerConnection, Fields, SaslMechanism
 from .connection import Response
 
 __all__ = ["Cluster", "ClusterMetadata", "BrokerInfo", "PartitionInfo", "TopicInfo"]
@@ -157,8 +157,9 @@ class Cluster:
         self.retry_backoff_max_ms: int = settings.get("retry_backoff_max_ms", 1000)
         self.ssl_context: ssl.SSLContext | None = None
         self.sasl: SaslMechanism | None = None
-        if settings.get("security_protocol", "PLAINTEXT") != "PLAINTEXT" \
-                or settings.get("ssl_context") is not None or settings.get("sasl_mechanism"):
+        if settings.get("security_protocol", "PLAINTEXT") != "PLAINTEXT" or any(
+                settings.get(k) for k in ("ssl_context", "ssl_cafile", "ssl_certfile",
+                                          "ssl_keyfile", "sasl_mechanism")):
             from .security import sasl_from_config, ssl_context_from_config
 
             self.ssl_context = ssl_context_from_config(self.settings)
@@ -279,7 +280,7 @@ class Cluster:
                 conn.close()
                 last = exc
                 continue
-            self.metadata = ClusterMetadata.from_response(body, self.metadata, merge=all_topics)
+            self.metadata = ClusterMetadata.from_response(body)
             self._forget_departed_brokers()
             self._stale = False
             return self.metadata
@@ -362,7 +363,7 @@ class Cluster:
 
     # -- requests
 
-    def request(self, node_id: int, api_key: int, fields: dict[str, Any]) -> dict[str, Any]:
+    def request(self, node_id: int, api_key: int, fields: Fields) -> dict[str, Any]:
         """One request to broker ``node_id`` (a broken connection marks metadata stale)."""
         conn = self.connection(node_id)
         try:
@@ -371,7 +372,7 @@ class Cluster:
             self._stale = True
             raise
 
-    def request_any(self, api_key: int, fields: dict[str, Any]) -> dict[str, Any]:
+    def request_any(self, api_key: int, fields: Fields) -> dict[str, Any]:
         """One request to any live broker."""
         conn = self.any_connection()
         try:
@@ -380,7 +381,7 @@ class Cluster:
             self._stale = True
             raise
 
-    def send_many(self, requests: Mapping[int, list[tuple[int, dict[str, Any]]]], *,
+    def send_many(self, requests: Mapping[int, list[tuple[int, Fields]]], *,
                   raw: bool = False, timeout: float | None = None
                   ) -> dict[int, list[Response] | Exception]:
         """Send requests to several brokers at once and collect every answer.

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,10 +86,13 @@ class Connection:
 
     # -- sending
 
-    def send(self, api_key: int, fields: dict[str, Any], *, version: int | None = None,
+    def send(self, api_key: int, fields: dict[str, Any] | Callable[[int], dict[str, Any]], *,
+             version: int | None = None,
              expect_response: bool = True, raw: bool = False, context: Any = None) -> Request:
         """Queue a request (its bytes go out with the next :meth:`data_to_send`).
 
+        ``fields`` may be a function of the version, for requests whose fields
+        changed between versions (FindCoordinator v4 batches its keys).
         ``version`` defaults to the negotiated one; ``expect_response=False`` is
         for Produce with ``acks=0``, which the broker never answers; ``raw``
         returns the response body undecoded (e.g. for bulk Fetch decoding).
@@ -97,6 +101,8 @@ class Connection:
             raise KafkaConnectionError(f"connection is closed: {self._closed}")
         if version is None:
             version = protocol.pick(self.versions, api_key)
+        if callable(fields):
+            fields = fields(version)
         cid = next(self._ids) & 0x7FFFFFFF
         frame = protocol.encode_request(api_key, version, cid, self.client_id, fields)
         req = Request(api_key, version, cid, expect_response, raw, context)

@@ -1,0 +1,246 @@
+"""Cluster administration: topics, cluster description, groups and their offsets.
+
+>>> admin = Admin(bootstrap_servers="127.0.0.1:9092")                # doctest: +SKIP
+>>> admin.create_topics({"events": 12})                              # doctest: +SKIP
+>>> admin.describe_groups(["etl"])[0].members                        # doctest: +SKIP
+>>> admin.list_consumer_group_offsets("etl")                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import protocol
+from .config import resolve
+from .consumer import OffsetAndTimestamp, TopicPartition, _tp
+from .errors import KprotoError, error_for_code
+from .group import find_coordinator, offset_fetch_fields
+from .net.blocking import Fields
+from .net.cluster import ClusterMetadata
+from .protocol import ApiKey
+from .reader import EARLIEST, LATEST, list_offsets
+
+__all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription"]
+
+_TOPIC_ALREADY_EXISTS = 36
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    """A group as ListGroups names it."""
+
+    group_id: str
+    protocol_type: str
+    state: str | None = None
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    """One member of a group, with the partitions assigned to it (consumer groups)."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    group_instance_id: str | None = None
+    assignment: frozenset[TopicPartition] = frozenset()
+    subscription: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A group as DescribeGroups describes it."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription] = field(default_factory=list)
+
+
+class Admin:
+    """Administrative operations on a cluster. Settings as for the other clients
+    (``bootstrap_servers``, security...)."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        from .net.cluster import Cluster
+
+        self.config = resolve("admin", config, **settings)
+        self._cluster = Cluster(self.config)
+
+    # -- topics
+
+    def create_topics(self, topics: Mapping[str, int] | Iterable[str], *,
+                      replication_factor: int = -1, configs: Mapping[str, str] | None = None,
+                      timeout_ms: int = 30000, validate_only: bool = False,
+                      exist_ok: bool = False) -> None:
+        """Create topics (``{name: partitions}``, or names with the broker's default
+        count) and wait until their partitions have leaders. ``replication_factor``
+        -1 takes the broker default. Raises the first topic's error
+        (TopicAlreadyExistsError unless ``exist_ok``)."""
+        wanted = dict(topics) if isinstance(topics, Mapping) else {t: -1 for t in topics}
+        body = self._controller_request(ApiKey.CREATE_TOPICS, {
+            "topics": [{"name": name, "num_partitions": n,
+                        "replication_factor": replication_factor, "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+                       for name, n in wanted.items()],
+            "timeout_ms": timeout_ms, "validate_only": validate_only})
+        for t in body["topics"]:
+            code = t["error_code"]
+            if code == _TOPIC_ALREADY_EXISTS and exist_ok:
+                continue
+            cls = error_for_code(code)
+            if cls is not None:
+                raise cls(t.get("error_message"), topic=t["name"])
+        if not validate_only:
+            self._cluster.wait_for_topics(wanted, timeout_ms / 1000)
+
+    def delete_topics(self, topics: Iterable[str], *, timeout_ms: int = 30000) -> None:
+        """Delete topics; raises the first topic's error."""
+        names = list(topics)
+        body = self._controller_request(ApiKey.DELETE_TOPICS, lambda v: {
+            "timeout_ms": timeout_ms, **({"topics": [{"name": n} for n in names]} if v >= 6
+                                        else {"topic_names": names})})
+        for t in body["responses"]:
+            cls = error_for_code(t["error_code"])
+            if cls is not None:
+                raise cls(t.get("error_message"), topic=t["name"])
+        self._cluster.topics -= set(names)
+
+    def list_topics(self, *, internal: bool = False) -> dict[str, Any]:
+        """Every topic: name -> :class:`~kproto.net.cluster.TopicInfo`."""
+        meta = self._cluster.refresh_metadata(all_topics=True)
+        return {n: t for n, t in sorted(meta.topics.items()) if internal or not t.is_internal}
+
+    def describe_cluster(self) -> ClusterMetadata:
+        """Brokers, controller, cluster id and every topic (a metadata snapshot)."""
+        return self._cluster.refresh_metadata(all_topics=True)
+
+    # -- offsets
+
+    def list_offsets(self, specs: Mapping[tuple[str, int], str | int]
+                     ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """``{(topic, partition): "earliest" | "latest" | timestamp_ms}`` ->
+        (offset, timestamp); offset -1 when no record is that recent."""
+        codes = {"earliest": EARLIEST, "latest": LATEST}
+        wanted = {_tp(p): codes[s] if isinstance(s, str) else int(s) for p, s in specs.items()}
+        found = list_offsets(self._cluster, self.config, wanted)
+        return {tp: OffsetAndTimestamp(o, ts) for tp, (o, ts) in found.items()}
+
+    # -- groups
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group on every broker."""
+        meta = self._cluster.maybe_refresh()
+        answers = self._cluster.send_many({n: [(ApiKey.LIST_GROUPS, {
+            "states_filter": [], "types_filter": []})] for n in meta.brokers})
+        out = []
+        for node, result in sorted(answers.items()):
+            if isinstance(result, Exception):
+                raise result
+            body = result[0].body
+            cls = error_for_code(body["error_code"])
+            if cls is not None:
+                raise cls("ListGroups failed", node=node)
+            out += [GroupListing(g["group_id"], g["protocol_type"], g.get("group_state"))
+                    for g in body["groups"]]
+        return sorted(out, key=lambda g: g.group_id)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        """State, protocol and members (with their decoded assignments) of groups."""
+        out = []
+        for gid in group_ids:
+            body = self._coordinator_request(gid, ApiKey.DESCRIBE_GROUPS, {
+                "groups": [gid], "include_authorized_operations": False})
+            for g in body["groups"]:
+                cls = error_for_code(g["error_code"])
+                if cls is not None:
+                    raise cls(g.get("error_message"), group=gid)
+                members = []
+                for m in g["members"]:
+                    assigned: frozenset[TopicPartition] = frozenset()
+                    topics: tuple[str, ...] = ()
+                    if g["protocol_type"] == "consumer":
+                        if m["member_assignment"]:
+                            a = protocol.decode_assignment(m["member_assignment"])
+                            assigned = frozenset(
+                                TopicPartition(x["topic"], p)
+                                for x in a["assigned_partitions"] or [] for p in x["partitions"])
+                        if m["member_metadata"]:
+                            topics = tuple(protocol.decode_subscription(
+                                m["member_metadata"])["topics"] or ())
+                    members.append(MemberDescription(
+                        m["member_id"], m["client_id"], m["client_host"],
+                        m.get("group_instance_id"), assigned, topics))
+                out.append(GroupDescription(g["group_id"], g["group_state"],
+                                            g["protocol_type"], g["protocol_data"], members))
+        return out
+
+    def list_consumer_group_offsets(self, group_id: str,
+                                    partitions: Iterable[tuple[str, int]] | None = None
+                                    ) -> dict[TopicPartition, int]:
+        """The committed offsets of ``group_id`` (all of its partitions by default)."""
+        tps = None if partitions is None else [_tp(p) for p in partitions]
+        topics: dict[str, list[int]] | None = None
+        if tps is not None:
+            topics = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+        req_topics = None if topics is None else [
+            {"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+        body = self._coordinator_request(group_id, ApiKey.OFFSET_FETCH,
+                                         offset_fetch_fields(group_id, req_topics))
+        if body.get("groups"):
+            group = body["groups"][0]
+            code, answer = group["error_code"], group["topics"]
+        else:
+            code, answer = body.get("error_code", 0), body["topics"]
+        cls = error_for_code(code)
+        if cls is not None:
+            raise cls("OffsetFetch failed", group=group_id)
+        out = {}
+        for t in answer:
+            for p in t["partitions"]:
+                if p["error_code"] == 0 and p["committed_offset"] >= 0:
+                    out[TopicPartition(t["name"], p["partition_index"])] = p["committed_offset"]
+        return dict(sorted(out.items()))
+
+    # -- plumbing
+
+    def _controller_request(self, api_key: int, fields: Fields) -> dict[str, Any]:
+        meta = self._cluster.maybe_refresh()
+        node = meta.controller_id if meta.controller_id in meta.brokers else None
+
+        def attempt() -> dict[str, Any]:
+            if node is None:
+                return self._cluster.request_any(api_key, fields)
+            return self._cluster.request(node, api_key, fields)
+
+        return self._cluster.call(attempt, "admin request")
+
+    def _coordinator_request(self, group_id: str, api_key: int, fields: Fields
+                             ) -> dict[str, Any]:
+        deadline = time.monotonic() + self._cluster.request_timeout
+        while True:
+            address = find_coordinator(self._cluster, group_id)
+            conn = self._cluster.new_connection(address)
+            try:
+                return conn.request(api_key, fields)
+            except KprotoError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(self._cluster.retry_backoff_ms / 1000)
+            finally:
+                conn.close()
+
+    def close(self) -> None:
+        """Close every connection."""
+        self._cluster.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,425 @@
+"""The client against real brokers: producer, consumer, bounded reads, admin, config.
+
+Brokers: Tansu (one node, auto-creates topics with 4 partitions, CreateTopics
+works) and librdkafka's 3-broker mock cluster (no CreateTopics; topics
+auto-create with 4 partitions led by different brokers, so requests must be
+routed and split per leader). Quirk pinned here: Tansu's ListOffsets "latest"
+answers the last batch's start + 1; kproto's end offsets are checked against
+the Fetch high watermark, so they are right anyway.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from kproto import Admin, Consumer, Producer, TopicPartition
+from kproto.config import resolve
+from kproto.errors import (
+    ConfigError,
+    EncodeError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    TopicAlreadyExistsError,
+)
+from kproto.partitioner import StickyPartitioner, murmur2, partition_for_key, partitions_for_keys
+from kproto.testing import free_port
+
+BROKERS = ["tansu", "mock_cluster"]
+
+
+@pytest.fixture(params=BROKERS)
+def broker(request: pytest.FixtureRequest):
+    return request.getfixturevalue(request.param)
+
+
+def _table(n: int, *, keys: bool = True, start: int = 0) -> pa.Table:
+    cols = {"value": pa.array([f"value-{i:08d}".encode() * 4 for i in range(start, start + n)])}
+    if keys:
+        cols["key"] = pa.array([f"k{i}".encode() for i in range(start, start + n)])
+    return pa.table(cols)
+
+
+def _consume_all(consumer: Consumer, n: int, timeout: float = 30) -> pa.Table:
+    batches, got = [], 0
+    deadline = time.monotonic() + timeout
+    while got < n and time.monotonic() < deadline:
+        b = consumer.poll_batch(500)
+        batches.append(b)
+        got += b.num_rows
+    return pa.Table.from_batches(batches)
+
+
+# ---------------------------------------------------------------- config
+
+
+def test_config_accepts_kafka_names_dotted_and_aliases():
+    s = resolve("consumer", {"bootstrap.servers": "a:1,b:2", "group.id": "g",
+                             "enable.auto.commit": "false", "fetch.wait.max.ms": "250"},
+                client_id="me")
+    assert s["bootstrap_servers"] == ["a:1", "b:2"]
+    assert s["group_id"] == "g" and s["enable_auto_commit"] is False
+    assert s["fetch_max_wait_ms"] == 250 and s["client_id"] == "me"
+    p = resolve("producer", {"bootstrap.servers": "a:1", "acks": "all",
+                             "queue.buffering.max.ms": 20, "compression.codec": "LZ4"})
+    assert p["acks"] == -1 and p["linger_ms"] == 20 and p["compression_type"] == "lz4"
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"bootstrap.servers": "a:1", "lingr.ms": 5}, "did you mean 'linger_ms'"),
+    ({"bootstrap.servers": "a:1", "group.id": "g"}, "applies to the consumer"),
+    ({"bootstrap.servers": "a:1", "acks": 2}, "acks must be"),
+    ({"bootstrap.servers": "a:1", "compression.type": "brotli"}, "brotli"),
+    ({}, "needs bootstrap_servers"),
+])
+def test_config_errors_name_the_key(config, message):
+    with pytest.raises(ConfigError, match=message):
+        resolve("producer", config)
+
+
+def test_idempotence_needs_acks_all():
+    with pytest.raises(ConfigError, match="acks='all'"):
+        Producer(bootstrap_servers="127.0.0.1:1", enable_idempotence=True, acks=1)
+
+
+# ---------------------------------------------------------------- partitioner
+
+
+@pytest.mark.parametrize("key, expected", [
+    (b"21", -973932308), (b"foobar", -790332482), (b"a-little-bit-long-string", -985981536),
+    (b"a-little-bit-longer-string", -1486304829),
+    (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971), (b"abc", 479470107),
+    (b"kafka", 0xD067CF64 - (1 << 32)), (b"", 0x106E08D9), (b"4", 0x5A4B5CA1),
+])
+def test_murmur2_vectors(key, expected):
+    """Java's UtilsTest.testMurmur2 and librdkafka's rdmurmur2 unit test vectors."""
+    assert murmur2(key) == expected
+
+
+def test_partition_vectors_match_kafka_python():
+    # kafka-python's test_murmur2_java_compatibility, N = 1000
+    cases = {b"": 681, b"a": 524, b"ab": 434, b"abc": 107, b"123456789": 566, b"\x00 ": 742}
+    for key, part in cases.items():
+        assert partition_for_key(key, 1000) == part
+    keys = pa.array(list(cases) + [None])
+    assert partitions_for_keys(keys, 1000).tolist() == list(cases.values()) + [-1]
+
+
+def test_vectorised_partitions_equal_kafka_pythons_partitioner():
+    from kafka.partitioner.default import murmur2 as their_murmur2
+
+    rng = np.random.default_rng(7)
+    keys = [rng.bytes(int(n)) for n in rng.integers(0, 40, 2000)]
+    ours = partitions_for_keys(pa.array(keys, pa.binary()), 37).tolist()
+    theirs = [(their_murmur2(k) & 0x7FFFFFFF) % 37 for k in keys]
+    assert ours == theirs
+
+
+def test_sticky_partitioner_moves_on_after_a_batch():
+    p = StickyPartitioner()
+    first = p.partition("t", None, [0, 1, 2, 3])
+    assert all(p.partition("t", None, [0, 1, 2, 3]) == first for _ in range(10))
+    p.new_batch("t", [0, 1, 2, 3])
+    assert p.partition("t", None, [0, 1, 2, 3]) != first
+
+
+# ---------------------------------------------------------------- produce + consume
+
+
+def test_send_then_consume_round_trip(broker, unique_topic):
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=2) as producer:
+        futures = [producer.send(unique_topic, f"v{i}".encode(), key=f"k{i % 7}".encode(),
+                                 headers=[("h", f"{i}".encode())], timestamp=1_700_000_000_000 + i)
+                   for i in range(500)]
+        producer.send(unique_topic, None, key=b"tombstone")
+        producer.flush()
+        metas = [f.result(10) for f in futures]
+    # librdkafka's mock answers log_append_time_ms=1234 to every Produce (a real broker
+    # sends -1 unless the topic uses LogAppendTime); like Java, the answer wins.
+    create_time = broker is not None and "Mock" not in type(broker).__name__
+    for i, m in enumerate(metas):
+        assert m.partition == partition_for_key(f"k{i % 7}".encode(), 4)
+        assert m.offset >= 0
+        assert m.timestamp == (1_700_000_000_000 + i if create_time else 1234)
+    # offsets within a partition are consecutive in send order
+    for p in range(4):
+        offs = [m.offset for m in metas if m.partition == p]
+        assert offs == sorted(offs) and len(set(offs)) == len(offs)
+
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest") as c:
+        c.assign([(unique_topic, p) for p in range(4)])
+        table = _consume_all(c, 501)
+    assert table.num_rows == 501
+    rows = {(r["partition"], r["offset"]): r for r in table.to_pylist()}
+    for i, m in enumerate(metas):
+        r = rows[(m.partition, m.offset)]
+        assert r["value"] == f"v{i}".encode() and r["key"] == f"k{i % 7}".encode()
+        assert r["headers"] == [{"key": "h", "value": f"{i}".encode()}]
+        assert r["topic"] == unique_topic
+    assert sum(r["value"] is None for r in rows.values()) == 1
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_send_batch_round_trip(broker, unique_topic, codec):
+    n = 20000
+    table = _table(n)
+    with Producer(bootstrap_servers=broker.bootstrap, compression_type=codec,
+                  max_request_size=256 * 1024) as producer:
+        result = producer.send_batch(unique_topic, table).result(30)
+    assert sum(b.record_count for b in result) == n
+    assert len(result) > 4        # split to respect max_request_size
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        ends = c.end_offsets([(unique_topic, p) for p in range(4)])
+        assert sum(ends.values()) == n
+        got = c.read_range(unique_topic, {tp.partition: (0, end) for tp, end in ends.items()})
+    assert got.num_rows == n
+    expected = dict(zip(table.column("key").to_pylist(), table.column("value").to_pylist(),
+                        strict=True))
+    for key, value, part in zip(got.column("key").to_pylist(), got.column("value").to_pylist(),
+                                got.column("partition").to_pylist(), strict=True):
+        assert expected[key] == value
+        assert part == partition_for_key(key, 4)
+
+
+def test_send_batch_partition_column_headers_and_timestamps(tansu, unique_topic):
+    n = 100
+    table = pa.table({
+        "value": pa.array([b"x%d" % i for i in range(n)]),
+        "partition": pa.array([i % 3 for i in range(n)], pa.int32()),
+        "timestamp": pa.array([1_600_000_000_000 + i for i in range(n)], pa.timestamp("ms")),
+        "headers": pa.array([[{"key": "n", "value": b"%d" % i}] for i in range(n)],
+                            pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    })
+    with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+        producer.send_batch(unique_topic, table).result(10)
+    with Consumer(bootstrap_servers=tansu.bootstrap) as c:
+        got = c.read_range(unique_topic, {p: (0, 34) for p in range(3)}).to_pylist()
+    assert len(got) == n
+    for r in got:
+        i = int(r["value"][1:])
+        assert r["partition"] == i % 3
+        assert r["headers"] == [{"key": "n", "value": b"%d" % i}]
+        assert int(r["timestamp"].timestamp() * 1000) == 1_600_000_000_000 + i
+
+
+def test_null_keys_are_spread_in_sticky_chunks(tansu, unique_topic):
+    with Producer(bootstrap_servers=tansu.bootstrap, batch_size=1024) as producer:
+        futures = [producer.send(unique_topic, b"x" * 100) for _ in range(400)]
+        producer.flush()
+    parts = [f.result().partition for f in futures]
+    assert len(set(parts)) > 1                     # moved on after full batches
+    runs = sum(1 for a, b in zip(parts, parts[1:], strict=False) if a != b)
+    assert runs < 100                              # but in runs, not record by record
+
+
+def test_acks_zero_and_idempotent_producers(broker, unique_topic):
+    with Producer(bootstrap_servers=broker.bootstrap, acks=0) as producer:
+        meta = producer.send(unique_topic, b"fire", partition=1).result(10)
+    assert meta.offset == -1 and meta.partition == 1
+    with Producer(bootstrap_servers=broker.bootstrap, enable_idempotence=True) as producer:
+        metas = [producer.send(unique_topic, b"i%d" % i, partition=2) for i in range(50)]
+        producer.send_batch(unique_topic, _table(100, keys=False), partition=2).result(10)
+        offsets = [f.result(10).offset for f in metas]
+    assert offsets == list(range(offsets[0], offsets[0] + 50))
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        end = c.end_offsets([(unique_topic, 2)])[TopicPartition(unique_topic, 2)]
+        got = c.read_range(unique_topic, {2: (0, end)})
+    assert got.num_rows == 150
+
+
+def test_oversized_record_is_refused_before_sending(tansu, unique_topic):
+    with Producer(bootstrap_servers=tansu.bootstrap, max_request_size=1000) as producer:
+        with pytest.raises(EncodeError, match="max_request_size"):
+            producer.send(unique_topic, b"x" * 2000)
+
+
+def test_delivery_callbacks_and_future_callbacks(tansu, unique_topic):
+    seen, done = [], threading.Event()
+    with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+        for i in range(20):
+            producer.send(unique_topic, b"%d" % i, partition=0,
+                          on_delivery=lambda err, meta: seen.append((err, meta)))
+        f = producer.send(unique_topic, b"last", partition=0)
+        f.add_done_callback(lambda fut: done.set())
+        producer.flush()
+    assert done.wait(5)
+    assert len(seen) == 20 and all(err is None and meta.offset >= 0 for err, meta in seen)
+
+
+def test_consumer_seek_position_and_offsets_for_times(broker, unique_topic):
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
+        for i in range(100):
+            producer.send(unique_topic, b"%d" % i, partition=0, timestamp=1_000_000 + i * 10)
+        producer.flush()
+    tp = TopicPartition(unique_topic, 0)
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="latest") as c:
+        c.assign([tp])
+        assert c.position(tp) == 100                       # latest
+        c.seek_to_beginning()
+        assert c.position(tp) == 0
+        c.seek(tp, 42)
+        first = _consume_all(c, 58)
+        assert first.column("offset").to_pylist() == list(range(42, 100))
+        assert c.position(tp) == 100
+        # Neither test broker implements ListOffsets by time: Tansu 0.6 answers offset 0
+        # with the current time, librdkafka's mock answers -1 (no such record). What is
+        # pinned here is that kproto sends the lookup and maps both answers.
+        found = c.offsets_for_times({tp: 1_000_000 + 305})[tp]
+        if "Mock" in type(broker).__name__:
+            assert found is None
+        else:
+            assert found is not None and found.offset == 0
+        assert c.beginning_offsets([tp]) == {tp: 0} and c.end_offsets([tp]) == {tp: 100}
+        records = []
+        c.seek(tp, 95)
+        while len(records) < 5:
+            records += c.poll(1000)
+        assert [r.offset for r in records] == [95, 96, 97, 98, 99]
+        assert records[0].value == b"95"
+
+
+def test_long_poll_returns_new_records_promptly(tansu, unique_topic):
+    tp = TopicPartition(unique_topic, 0)
+    with Consumer(bootstrap_servers=tansu.bootstrap, auto_offset_reset="latest",
+                  fetch_max_wait_ms=5000) as c, Producer(bootstrap_servers=tansu.bootstrap) as p:
+        c.assign([tp])
+        assert c.poll_batch(200).num_rows == 0
+        threading.Timer(0.3, lambda: p.send(unique_topic, b"late", partition=0)).start()
+        start = time.monotonic()
+        batch = _consume_all(c, 1, timeout=10)
+        assert batch.column("value").to_pylist() == [b"late"]
+        assert time.monotonic() - start < 4          # not the whole max wait
+
+
+def test_read_range_is_exact_and_splits_ranges(broker, unique_topic):
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
+        producer.send_batch(unique_topic, _table(30000, keys=False), partition=3).result(30)
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        got = c.read_range(unique_topic, {3: (1234, 28766)})
+        empty = c.read_range(unique_topic, {3: (5, 5)})
+    offsets = got.column("offset").to_numpy()
+    assert len(offsets) == 28766 - 1234
+    assert np.array_equal(np.sort(offsets), np.arange(1234, 28766))
+    assert empty.num_rows == 0 and "headers" in empty.schema.names
+
+
+def test_poll_batch_spans_leaders(mock_cluster, unique_topic):
+    """On the mock cluster the 4 partitions are led by different brokers."""
+    with Producer(bootstrap_servers=mock_cluster.bootstrap) as producer:
+        producer.send_batch(unique_topic, _table(4000)).result(30)
+    with Consumer(bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest") as c:
+        leaders = {c._cluster.metadata.leader(unique_topic, p) for p in range(4)} \
+            if c._cluster.refresh_metadata([unique_topic]) else set()
+        assert len(leaders) > 1
+        c.assign([(unique_topic, p) for p in range(4)])
+        table = _consume_all(c, 4000)
+    assert table.num_rows == 4000
+    assert set(table.column("partition").to_pylist()) == {0, 1, 2, 3}
+
+
+# ---------------------------------------------------------------- admin
+
+
+def test_admin_topics_cluster_and_offsets(tansu, unique_topic):
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 6})
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics({unique_topic: 6})
+        admin.create_topics({unique_topic: 6}, exist_ok=True)
+        topics = admin.list_topics()
+        assert len(topics[unique_topic].partitions) == 6
+        cluster = admin.describe_cluster()
+        assert list(cluster.brokers) == [111]
+        with Producer(bootstrap_servers=tansu.bootstrap) as p:
+            for i in range(10):
+                p.send(unique_topic, b"x", partition=5, timestamp=5000 + i)
+            p.flush()
+        found = admin.list_offsets({(unique_topic, 5): "latest", (unique_topic, 4): "earliest"})
+        assert found[TopicPartition(unique_topic, 5)].offset == 10
+        assert found[TopicPartition(unique_topic, 4)].offset == 0
+        admin.delete_topics([unique_topic])
+        assert unique_topic not in admin.list_topics()
+
+
+def test_admin_groups_and_committed_offsets(tansu, unique_topic):
+    group = f"g-{unique_topic}"
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 3})
+    with Consumer(bootstrap_servers=tansu.bootstrap, group_id=group) as c:
+        c.commit({(unique_topic, 0): 7, (unique_topic, 1): 9})
+        assert c.committed([(unique_topic, 0), (unique_topic, 2)]) == {
+            TopicPartition(unique_topic, 0): 7, TopicPartition(unique_topic, 2): None}
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        offsets = admin.list_consumer_group_offsets(group)
+        assert offsets == {TopicPartition(unique_topic, 0): 7, TopicPartition(unique_topic, 1): 9}
+        assert group in {g.group_id for g in admin.list_groups()}
+
+
+# ---------------------------------------------------------------- failures
+
+
+def test_unreachable_bootstrap_is_a_clear_error():
+    port = free_port()
+    with pytest.raises(KafkaConnectionError, match=f"127.0.0.1:{port}"):
+        Consumer(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=2000).end_offsets(
+            [("t", 0)])
+
+
+def test_silent_broker_times_out_with_a_clear_error():
+    """A server that accepts and never answers: every call gives up on time."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        start = time.monotonic()
+        with pytest.raises((KafkaTimeoutError, KafkaConnectionError), match="answer|time"):
+            Admin(bootstrap_servers=f"127.0.0.1:{server.getsockname()[1]}",
+                  request_timeout_ms=1000).describe_cluster()
+        assert time.monotonic() - start < 8
+    finally:
+        stop.set()
+        t.join()
+        for s in accepted:
+            s.close()
+        server.close()
+
+
+def test_producer_send_to_unknown_host_times_out(unique_topic):
+    port = free_port()
+    producer = Producer(bootstrap_servers=f"127.0.0.1:{port}", max_block_ms=1500,
+                        request_timeout_ms=500)
+    try:
+        start = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="metadata"):
+            producer.send(unique_topic, b"x")
+        assert time.monotonic() - start < 5
+    finally:
+        producer.close(2)
+    assert not producer._sender.is_alive()
+
+
+def test_producer_close_leaves_no_threads(tansu, unique_topic):
+    before = threading.active_count()
+    for _ in range(3):
+        with Producer(bootstrap_servers=tansu.bootstrap) as p:
+            p.send(unique_topic, b"x").result(10)
+    assert threading.active_count() == before
