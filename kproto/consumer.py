@@ -121,7 +121,7 @@ class Consumer:
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Read exactly these partitions (no group); positions start from the
         committed offset (with a ``group_id``) or ``auto_offset_reset``."""
-        if self._group is not None:
+        if self._group is not None and self._group.subscribed:
             raise IllegalStateError("assign() cannot be mixed with subscribe(); "
                                     "call unsubscribe() first")
         self._set_assignment([_tp(p) for p in partitions])
@@ -152,8 +152,9 @@ class Consumer:
 
         if not self.config["group_id"]:
             raise ConfigError("subscribe() needs group_id")
-        if self._assignment and self._group is None:
-            raise IllegalStateError("subscribe() cannot be mixed with assign()")
+        if self._assignment and (self._group is None or not self._group.subscribed):
+            raise IllegalStateError("subscribe() cannot be mixed with assign(); "
+                                    "call unsubscribe() first")
         if isinstance(topics, str):
             topics = [topics]
         regex = re.compile(pattern) if pattern is not None else None
@@ -285,7 +286,7 @@ class Consumer:
             if self._group is not None:
                 self._group.poll()
             self._resolve_positions()
-            self._send_fetches()
+            self._send_fetches(deadline)
             cols = self._receive_fetches(deadline)
             if cols is not None and len(cols):
                 if self._group is not None:
@@ -392,15 +393,17 @@ class Consumer:
 
         return list_offsets(self._cluster, self.config, wanted)
 
-    def _send_fetches(self) -> None:
-        """Send a Fetch to every leader that has none in flight."""
+    def _send_fetches(self, deadline: float | None = None) -> None:
+        """Send a Fetch to every leader that has none in flight (refreshing stale
+        metadata first, for at most until ``deadline``)."""
         fetchable = [tp for tp in self._assignment
                      if tp not in self._paused and self._positions.get(tp) is not None]
         if not fetchable:
             return
         if self._cluster.needs_refresh:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                self._cluster.refresh_metadata()
+                self._cluster.refresh_metadata(timeout=left)
             except KprotoError as exc:
                 log.debug("metadata refresh failed: %s", exc)
         by_leader, orphans = self._cluster.leaders(fetchable)
@@ -522,7 +525,12 @@ class Consumer:
         for p in sliced.partitions:
             topic = topic_of(p, names)
             tp = TopicPartition(topic, p.partition)
-            if p.error_code == _OUT_OF_RANGE:
+            asked = fetch.offsets.get(tp)
+            past_end = not p.error_code and 0 <= p.high_watermark and asked is not None \
+                and asked > p.high_watermark
+            if p.error_code == _OUT_OF_RANGE or past_end:
+                # (Tansu answers a position past the log end with no error; Kafka with
+                # OFFSET_OUT_OF_RANGE: both mean the log no longer has that position)
                 out_of_range.append(tp)
                 stale.add(tp)
             elif p.error_code:

@@ -169,6 +169,11 @@ class GroupCoordinator:
         if pattern is None:
             self.cluster.add_topics(self.topics)
 
+    @property
+    def subscribed(self) -> bool:
+        """True between subscribe() and close() (group membership, not just commits)."""
+        return self._subscribed
+
     def _subscribed_topics(self) -> set[str]:
         if self.pattern is None:
             return set(self.topics)
@@ -464,10 +469,11 @@ class GroupCoordinator:
             self._stop_heartbeat()
             if self._joined and self.member_id and self.instance_id is None:
                 try:
-                    self._request(ApiKey.LEAVE_GROUP, {
-                        "group_id": self.group_id, "member_id": self.member_id,
-                        "members": [{"member_id": self.member_id,
-                                     "group_instance_id": None, "reason": "consumer closed"}]})
+                    member = self.member_id
+                    self._request(ApiKey.LEAVE_GROUP, lambda v: {
+                        "group_id": self.group_id, **({"members": [{
+                            "member_id": member, "group_instance_id": None,
+                            "reason": "consumer closed"}]} if v >= 3 else {"member_id": member})})
                 except KprotoError as exc:
                     log.debug("LeaveGroup failed: %s", exc)
             self._joined = False

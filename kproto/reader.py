@@ -203,7 +203,8 @@ def read_ranges_result(cluster: Cluster, config: Mapping[str, Any],
                        headers: bool = True) -> ReadResult:
     """Read ``start <= offset < end`` of every partition in ``ranges``.
 
-    A range reaching past the high watermark ends there (``ReadResult.short``).
+    Batches come in (topic, partition, offset) order. A range reaching past the
+    high watermark ends there (``ReadResult.short``).
     Ranges are split into up to ``connections_per_broker`` disjoint pieces per
     leader, each read on its own connection (Kafka serves one request at a time
     per connection, so this is how one partition is read in parallel). Offsets
@@ -233,6 +234,10 @@ def read_ranges_result(cluster: Cluster, config: Mapping[str, Any],
         while True:
             todo = [r for r in work if r.position < r.end]
             if not todo:
+                # pieces of one partition arrive in any order: give them in offset order
+                result.batches.sort(key=lambda b: (b.column("topic")[0].as_py(),
+                                                   b.column("partition")[0].as_py(),
+                                                   b.column("offset")[0].as_py()))
                 return result
             if time.monotonic() - last_progress > patience:
                 left = {f"{r.tp.topic}[{r.tp.partition}]": (r.position, r.end) for r in todo}

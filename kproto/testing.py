@@ -338,6 +338,8 @@ class TansuBroker:
         extra_args: appended to the ``tansu broker`` command line.
         keep_logs: keep the log directory after ``stop()`` (default from
             ``$KPROTO_KEEP_BROKER_LOGS``).
+        advertised_port: the port Metadata tells clients to use (default: the
+            listener's), e.g. a :class:`FaultProxy`'s in front of the broker.
         die_with_parent: on Linux, start the broker under ``setpriv
             --pdeathsig KILL`` so it dies even if this process is SIGKILLed
             (atexit cannot run then); needs util-linux ``setpriv``, and is
@@ -356,9 +358,11 @@ class TansuBroker:
         extra_args: tuple[str, ...] | list[str] = (),
         keep_logs: bool | None = None,
         die_with_parent: bool | None = None,
+        advertised_port: int | None = None,
     ) -> None:
         self.host = LOOPBACK
         self._requested_port = port
+        self.advertised_port = advertised_port
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.cluster_id = cluster_id
@@ -458,7 +462,8 @@ class TansuBroker:
         command = [
             binary, "broker",
             "--listener-url", url,
-            "--advertised-listener-url", url,
+            "--advertised-listener-url",
+            f"tcp://{self.host}:{self.advertised_port}" if self.advertised_port else url,
             "--storage-engine", "memory://tansu/",
             "--cluster-id", self.cluster_id,
             *self.extra_args,
@@ -697,3 +702,171 @@ class MockCluster:
             if close is not None:
                 close()
             del client
+
+
+# --------------------------------------------------------------------------- fault proxy
+
+
+class FaultProxy:
+    """A TCP proxy on 127.0.0.1 in front of one broker, that injects faults.
+
+    Start the broker with ``advertised_port=proxy.port`` so clients reach it
+    only through the proxy (bootstrap and every later connection). Faults:
+
+    - :meth:`drop_connections`: reset every open connection now (mid-request,
+      mid-response, whatever is in flight);
+    - :meth:`cut_after`: reset a connection after the broker has sent ``n``
+      more bytes (a response truncated mid-way);
+    - ``refuse = True``: close new connections at once (a dead broker);
+    - ``stall = True``: forward nothing in either direction (a black hole);
+    - ``delay``: seconds to wait before forwarding each chunk (a slow network);
+    - :meth:`corrupt_next`: flip one byte of the next chunk from the broker.
+
+    ``faults`` counts what was injected, by kind.
+    """
+
+    def __init__(self, upstream_port: int, *, port: int | None = None) -> None:
+        self.upstream = (LOOPBACK, upstream_port)
+        self.port = port or free_port()
+        self.refuse = False
+        self.stall = False
+        self.delay = 0.0
+        self.faults: dict[str, int] = {}
+        self._cut_after: int | None = None
+        self._corrupt: int | None = None
+        self._corrupt_min = 0
+        self._lock = threading.Lock()
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._server: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> FaultProxy:
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind((LOOPBACK, self.port))
+        server.listen(64)
+        server.settimeout(0.1)
+        self._server = server
+        self._spawn(self._accept_loop)
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.drop_connections(count=False)
+        if self._server is not None:
+            self._server.close()
+        deadline = time.monotonic() + 5
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.faults[kind] = self.faults.get(kind, 0) + 1
+
+    def drop_connections(self, *, count: bool = True) -> int:
+        """Reset every open connection; returns how many."""
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for a, b in pairs:
+            for s in (a, b):
+                _reset(s)
+        if count and pairs:
+            self._count("drop")
+        return len(pairs)
+
+    def cut_after(self, nbytes: int) -> None:
+        """Reset the connection that carries the broker's next ``nbytes`` bytes."""
+        self._cut_after = nbytes
+
+    def corrupt_next(self, offset: int = 0, *, min_size: int = 0) -> None:
+        """Flip byte ``offset`` of the next chunk of at least ``min_size`` bytes
+        the broker sends (a size that singles out e.g. a Fetch answer with records)."""
+        self._corrupt = offset
+        self._corrupt_min = min_size
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def _accept_loop(self) -> None:
+        assert self._server is not None
+        while not self._stopping.is_set():
+            try:
+                client, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self.refuse:
+                self._count("refuse")
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            for s in (client, upstream):
+                s.settimeout(None)
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._pairs.append((client, upstream))
+                self._threads = [t for t in self._threads if t.is_alive()]
+            self._spawn(self._pump, client, upstream, False)
+            self._spawn(self._pump, upstream, client, True)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_broker: bool) -> None:
+        try:
+            while not self._stopping.is_set():
+                data = src.recv(65536)
+                if not data:
+                    break
+                while self.stall and not self._stopping.is_set():
+                    time.sleep(0.01)
+                if self.delay:
+                    time.sleep(self.delay)
+                if from_broker and self._corrupt is not None and \
+                        len(data) >= self._corrupt_min:
+                    at, self._corrupt = min(self._corrupt, len(data) - 1), None
+                    data = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+                    self._count("corrupt")
+                if from_broker and self._cut_after is not None:
+                    if len(data) >= self._cut_after:
+                        dst.sendall(data[:self._cut_after])
+                        self._cut_after = None
+                        self._count("cut")
+                        break
+                    self._cut_after -= len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                _reset(s)
+
+
+def _reset(sock: socket.socket) -> None:
+    """Reset a connection now (RST), even while another thread is blocked reading it:
+    shutdown() acts on the connection at once, close() alone would wait for that read."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        sock.close()
+    except OSError:
+        pass

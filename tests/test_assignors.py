@@ -13,6 +13,11 @@ import random
 from collections.abc import Iterator
 from types import SimpleNamespace
 
+import kafka.coordinator.assignors.range as kp_range
+import kafka.coordinator.assignors.roundrobin as kp_rr
+import kafka.coordinator.assignors.sticky.sticky_assignor as kp_sticky
+import kafka.coordinator.assignors.sticky.user_data as kp_ud
+import kafka.protocol.consumer.metadata as kp_meta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,12 +36,6 @@ from kproto.assignors import (
     java_string_key,
 )
 from kproto.errors import ConfigError
-
-kp_range = pytest.importorskip("kafka.coordinator.assignors.range")
-kp_rr = pytest.importorskip("kafka.coordinator.assignors.roundrobin")
-kp_sticky = pytest.importorskip("kafka.coordinator.assignors.sticky.sticky_assignor")
-kp_ud = pytest.importorskip("kafka.coordinator.assignors.sticky.user_data")
-kp_meta = pytest.importorskip("kafka.protocol.consumer.metadata")
 
 M = MemberSubscription
 SETTINGS = settings(

@@ -30,6 +30,7 @@ from kproto.partitioner import StickyPartitioner, murmur2, partition_for_key, pa
 from kproto.testing import free_port
 
 BROKERS = ["tansu", "mock_cluster"]
+pytestmark = pytest.mark.broker      # (fixtures taken through getfixturevalue are not seen)
 
 
 @pytest.fixture(params=BROKERS)

@@ -13,6 +13,7 @@ are collected with one selector (:meth:`Cluster.send_many`).
 
 from __future__ import annotations
 
+import logging
 import random
 import selectors
 import ssl
@@ -33,6 +34,8 @@ from ..errors import (
 from ..protocol import ApiKey
 from .blocking import BrokerConnection, Fields, SaslMechanism
 from .connection import Response
+
+log = logging.getLogger("kproto.cluster")
 
 __all__ = ["Cluster", "ClusterMetadata", "BrokerInfo", "PartitionInfo", "TopicInfo"]
 
@@ -262,30 +265,42 @@ class Cluster:
         return self._stale or time.monotonic() - self.metadata.updated_at > self.metadata_max_age
 
     def refresh_metadata(self, topics: Iterable[str] | None = None, *,
-                         all_topics: bool = False) -> ClusterMetadata:
+                         all_topics: bool = False, timeout: float | None = None
+                         ) -> ClusterMetadata:
         """Ask a broker for metadata of the maintained topics (or every topic) and
         replace the snapshot; returns it. Connection failures move on to the next
-        broker, then to the bootstrap servers."""
+        broker, then to the bootstrap servers, until ``timeout`` (default the
+        request timeout)."""
         if topics is not None:
             self.add_topics(topics)
         request: dict[str, Any] = {"topics": None if all_topics else
                                    [{"name": t} for t in sorted(self.topics)],
                                    "allow_auto_topic_creation": True}
-        last: Exception | None = None
-        for _ in range(max(2, len(self.metadata.brokers) + 1)):
-            conn = self.any_connection()
+        # cycle through the known brokers and the bootstrap servers until one answers
+        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        delays = iter(backoff_delays(self.retry_backoff_ms, self.retry_backoff_max_ms))
+        while True:
             try:
+                conn = self.any_connection()
                 body = conn.request(ApiKey.METADATA, request)
             except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
-                conn.close()
-                last = exc
+                self._close_all()
+                if time.monotonic() + 0.01 >= deadline:
+                    raise
+                log.debug("metadata request failed (%s); retrying", exc)
+                time.sleep(min(next(delays), max(0.0, deadline - time.monotonic())))
                 continue
             self.metadata = ClusterMetadata.from_response(body)
             self._forget_departed_brokers()
             self._stale = False
             return self.metadata
-        assert last is not None
-        raise last
+
+    def _close_all(self) -> None:
+        """Close every connection (they reopen on demand), e.g. after a broker vanished."""
+        for conn in self._connections.values():
+            conn.close()
+        if self._bootstrap_conn is not None:
+            self._bootstrap_conn.close()
 
     def maybe_refresh(self) -> ClusterMetadata:
         """Refresh if stale or older than ``metadata_max_age_ms``."""
