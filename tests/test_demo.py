@@ -17,7 +17,7 @@ def test_demo_round_trip_and_cleanup() -> None:
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "read back 30,000 (every key and value matches)" in out.stdout
-    assert "fetch + decode into Arrow" in out.stdout
+    assert "fetch + decode into Arrow" in out.stdout and "read_range" in out.stdout
     pid = int(re.search(r"started Tansu \(pid (\d+)\)", out.stdout).group(1))
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
