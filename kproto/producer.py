@@ -87,17 +87,16 @@ class BatchMetadata(NamedTuple):
 class _Batch:
     """Records of one partition travelling together (and their delivery state)."""
 
-    __slots__ = ("topic", "partition", "keys", "values", "headers", "timestamps", "size",
+    __slots__ = ("topic", "partition", "rows", "timestamps", "size",
                  "created", "payload", "count", "sequence", "attempts", "next_try",
                  "base_offset", "log_append_time", "error", "event", "callbacks", "done",
                  "has_headers")
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         self.topic, self.partition = topic, partition
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.headers: list[Any] = []
-        self.timestamps: list[int] = []
+        #: (key, value, timestamp, headers) per record, until encoded
+        self.rows: list[tuple[bytes | None, bytes | None, int, Any]] = []
+        self.timestamps: tuple[int, ...] = ()
         self.has_headers = False
         self.size = _BATCH_OVERHEAD
         self.created = now
@@ -117,7 +116,9 @@ class _Batch:
                ) -> None:
         self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, error
         self.done = True
-        self.keys = self.values = self.headers = []   # free the memory; timestamps stay
+        if self.rows:
+            self.timestamps = tuple(r[2] for r in self.rows)
+        self.rows = []            # free the memory; the timestamps stay for the metadata
         self.payload = None
         self.event.set()
         for index, fn in self.callbacks:
@@ -239,7 +240,8 @@ class Producer:
                 raise ConfigError("enable_idempotence allows at most 5 requests in flight")
         self._cluster = Cluster(c)
         self._partitioner = StickyPartitioner()
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._open: dict[tuple[str, int], _Batch] = {}
         self._ready: dict[tuple[str, int], deque[_Batch]] = {}
         self._busy: set[tuple[str, int]] = set()          # partitions with a batch in flight
@@ -301,7 +303,7 @@ class Producer:
             raise ValueError(f"topic {topic!r} has no partition {partition} "
                              f"(it has {len(partitions)})")
         limit = self._batch_size
-        with self._cond:
+        with self._lock:
             if self._closing or self._fatal is not None:
                 self._check_usable()
             if self._queued_bytes + size > self._buffer_memory:
@@ -325,10 +327,7 @@ class Producer:
                 self._unfinished += 1
                 self._cond.notify()
             index = batch.count
-            batch.keys.append(k)
-            batch.values.append(v)
-            batch.timestamps.append(ts)
-            batch.headers.append(hdrs)
+            batch.rows.append((k, v, ts, hdrs))
             if hdrs:
                 batch.has_headers = True
             batch.count = index + 1
@@ -672,10 +671,12 @@ class Producer:
         if b.payload is None:
             import pyarrow as pa
 
+            keys, values, stamps, headers = zip(*b.rows, strict=True)
+            b.timestamps = stamps
             b.payload = records.encode(
-                key=pa.array(b.keys, pa.binary()), value=pa.array(b.values, pa.binary()),
-                timestamp=np.array(b.timestamps, np.int64),
-                headers=b.headers if b.has_headers else None,
+                key=pa.array(keys, pa.binary()), value=pa.array(values, pa.binary()),
+                timestamp=np.array(stamps, np.int64),
+                headers=headers if b.has_headers else None,
                 compression=self.config["compression_type"],
                 compression_level=self.config["compression_level"])
         if self._producer_id >= 0 and b.sequence < 0:
