@@ -262,6 +262,8 @@ class Producer:
         self._max_request_size = c["max_request_size"]
         self._buffer_memory = c["buffer_memory"]
         self._parts_cache: tuple[Any, dict[str, list[int]]] = (None, {})
+        self._selector: Any = None
+        self._watched: dict[int, tuple[int, int, int]] = {}
         self._sender = threading.Thread(target=self._run, name="kproto-producer", daemon=True)
         self._sender.start()
 
@@ -400,14 +402,13 @@ class Producer:
                 b.count = stop - start
                 b.size = len(b.payload)
                 batches.append(b)
-        with self._cond:
-            self._check_usable()
-            for b in batches:
-                self._wait_for_buffer(b.size)
-                self._queued_bytes += b.size
-                self._unfinished += 1
-                self._ready.setdefault((b.topic, b.partition), deque()).append(b)
-            self._cond.notify_all()
+                with self._cond:      # queued at once: the sender sends while we encode on
+                    self._check_usable()
+                    self._wait_for_buffer(b.size)
+                    self._queued_bytes += b.size
+                    self._unfinished += 1
+                    self._ready.setdefault((b.topic, b.partition), deque()).append(b)
+                    self._cond.notify_all()
         return BatchFuture(batches)
 
     def flush(self, timeout: float | None = None) -> None:
@@ -534,7 +535,7 @@ class Producer:
         partitioner's sticky partition, switching after each chunk (as Java does)."""
         free = np.flatnonzero(parts < 0)
         cum = np.cumsum(sizes[free])
-        chunk = np.maximum(cum - 1, 0) // max(self.config["batch_size"] * 16, 1)
+        chunk = np.maximum(cum - 1, 0) // max(self.config["batch_size"], 1)
         with self._cond:
             for c in np.unique(chunk):
                 p = self._partitioner.partition(topic, None, partitions)
@@ -564,6 +565,8 @@ class Producer:
     def _run(self) -> None:
         try:
             self._loop()
+            if self._selector is not None:
+                self._selector.close()
         except BaseException as exc:  # noqa: BLE001 - reported to every waiting caller
             log.exception("producer sender thread died")
             with self._cond:
@@ -669,13 +672,10 @@ class Producer:
     def _prepare(self, b: _Batch) -> None:
         """Encode a send() batch once, and stamp idempotence fields on its first try."""
         if b.payload is None:
-            import pyarrow as pa
-
             keys, values, stamps, headers = zip(*b.rows, strict=True)
             b.timestamps = stamps
             b.payload = records.encode(
-                key=pa.array(keys, pa.binary()), value=pa.array(values, pa.binary()),
-                timestamp=np.array(stamps, np.int64),
+                key=_binary(keys), value=_binary(values), timestamp=np.array(stamps, np.int64),
                 headers=headers if b.has_headers else None,
                 compression=self.config["compression_type"],
                 compression_level=self.config["compression_level"])
@@ -722,18 +722,16 @@ class Producer:
             timeout = 0.05 if not self._open else min(0.05, self._idle_wait() or 0.0)
             if any(q for q in self._ready.values()):
                 timeout = 0.0 if self._free_partitions_ready() else timeout
-        import selectors
-
         conns: dict[int, BrokerConnection] = {}
-        with selectors.DefaultSelector() as sel:
-            for n in nodes:
-                try:
-                    conn = self._cluster.connection(n)
-                    sel.register(conn.fileno(), selectors.EVENT_READ, n)
-                    conns[n] = conn
-                except KprotoError as exc:
-                    self._node_failed(n, exc)
-            events = sel.select(timeout) if conns else []
+        watched: dict[int, tuple[int, int, int]] = {}
+        for n in nodes:
+            try:
+                conn = self._cluster.connection(n)
+                watched[n] = (conn.fileno(), id(conn), conn.opened)
+                conns[n] = conn
+            except KprotoError as exc:
+                self._node_failed(n, exc)
+        events = self._select(watched, timeout) if conns else []
         for key, _ in events:
             node = key.data
             conn = conns[node]
@@ -756,6 +754,24 @@ class Producer:
             if q and now - q[0][2] > self._cluster.request_timeout:
                 self._node_failed(n, KafkaTimeoutError(f"broker {n} did not answer a Produce "
                                                        "request within request_timeout_ms"))
+
+    def _select(self, watched: dict[int, tuple[int, int, int]], timeout: float) -> list[Any]:
+        """Wait for any of ``watched`` (node -> (fd, connection, its socket count)) to
+        be readable, on one selector kept across calls and re-registered when a
+        connection changes (a reconnect may reuse the fd number of a closed socket,
+        which the kernel has already dropped from the selector)."""
+        import selectors
+
+        if self._selector is None:
+            self._selector = selectors.DefaultSelector()
+        sel = self._selector
+        if watched != self._watched:
+            sel.close()
+            sel = self._selector = selectors.DefaultSelector()
+            for node, (fd, _, _) in watched.items():
+                sel.register(fd, selectors.EVENT_READ, node)
+            self._watched = dict(watched)
+        return sel.select(timeout)
 
     def _free_partitions_ready(self) -> bool:
         now = time.monotonic()
@@ -865,6 +881,32 @@ class Producer:
                                   timeout=self.config["max_block_ms"] / 1000)
         self._producer_id, self._producer_epoch = body["producer_id"], body["producer_epoch"]
         log.debug("producer id %d epoch %d", self._producer_id, self._producer_epoch)
+
+
+class _BinaryRows:
+    """Python bytes (or None) laid out as an Arrow-style binary column for the encoder,
+    without going through pyarrow (cheaper for the few hundred rows of a batch)."""
+
+    def __init__(self, items: tuple[bytes | None, ...]) -> None:
+        n = len(items)
+        if None in items:
+            lengths = [0 if x is None else len(x) for x in items]
+            valid = np.fromiter((x is not None for x in items), bool, n)
+            self.validity: np.ndarray | None = np.packbits(valid, bitorder="little")
+            data = b"".join(x for x in items if x is not None)
+        else:
+            lengths = [len(x) for x in items]  # type: ignore[arg-type]
+            self.validity = None
+            data = b"".join(items)  # type: ignore[arg-type]
+        self.offsets = np.zeros(n + 1, np.int64 if len(data) > 0x7FFFFFFF else np.int32)
+        np.cumsum(lengths, out=self.offsets[1:])
+        self.data = np.frombuffer(data, np.uint8)
+        self.n = n
+
+
+def _binary(items: tuple[bytes | None, ...]) -> Any:
+    col = _BinaryRows(items)
+    return records.RawBinary(col.offsets, col.data, col.validity)
 
 
 def _topic_id(meta: Any, topic: str) -> Any:

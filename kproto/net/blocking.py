@@ -89,6 +89,8 @@ class BrokerConnection:
         self.api_versions_version = -1
         self._sock: socket.socket | None = None
         self._conn: Connection | None = None
+        #: How many sockets this connection has opened (changes on every reconnect).
+        self.opened = 0
 
     # -- lifecycle
 
@@ -197,6 +199,7 @@ class BrokerConnection:
                 raise KafkaConnectionError(f"TLS handshake with {self.address} failed: "
                                            f"{exc}") from exc
         self._sock = sock
+        self.opened += 1
         self._conn = Connection(client_id=self.client_id,
                                 max_response_bytes=self.max_response_bytes)
 

@@ -194,7 +194,23 @@ def _columns_from(data: Any, key: Any, value: Any, timestamp: Any, headers: Any
     return lengths.pop(), key, value, timestamp, headers
 
 
+class RawBinary:
+    """A binary column given as Arrow-style buffers: int32/int64 ``offsets`` (n + 1),
+    uint8 ``data``, and a little-endian validity bitmap or None (no nulls)."""
+
+    __slots__ = ("offsets", "data", "validity")
+
+    def __init__(self, offsets: np.ndarray, data: np.ndarray,
+                 validity: np.ndarray | None = None) -> None:
+        self.offsets, self.data, self.validity = offsets, data, validity
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
 def _binary_input(col: Any, n: int, name: str) -> _BinaryInput:
+    if isinstance(col, RawBinary):
+        return col.offsets, col.data, col.validity, 0
     if col is None:
         return (np.zeros(n + 1, np.int32), np.zeros(0, np.uint8),
                 np.zeros((n + 7) // 8, np.uint8), 0)
