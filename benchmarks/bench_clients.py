@@ -485,7 +485,7 @@ def tables(path: str) -> str:
 
     out = []
     consumers = [c for c in CONSUMERS if any(k[2] == c for k in got)]
-    if consumers:
+    if consumers and any(k[0] == "consume" for k in got):
         n = max(i["records"] for k, i in got.items() if k[0] == "consume")
         out += [f"### Consume {n:,} records (4 partitions, 116-byte records, from offset 0)\n",
                 "| codec | client | records/s | CPU s | CPU/record ÷ confluent tuned "
