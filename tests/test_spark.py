@@ -1,0 +1,166 @@
+"""The "kproto" Spark data source (batch reads) against a real local Spark and Tansu.
+
+One SparkSession (local[2], the machine's Java) for the module: starting one
+costs ~10 s. The Python workers run this interpreter (PYSPARK_PYTHON), so they
+import the kproto under test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import zlib
+
+import pyarrow as pa
+import pytest
+
+from kproto import Admin, Consumer, Producer
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import kproto.spark
+
+    session = (SparkSession.builder.master("local[2]").appName("kproto-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    kproto.spark.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def filled(tansu):
+    """A 4-partition topic with 20,000 keyed records (with headers on some)."""
+    topic = "spark-source-filled"
+    n = 20000
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    table = pa.table({
+        "key": [b"key-%d" % i for i in range(n)],
+        "value": [b"value-%d-" % i + b"x" * (i % 50) for i in range(n)],
+        "timestamp": pa.array([1_700_000_000_000 + i for i in range(n)], pa.timestamp("ms")),
+        "headers": pa.array([[{"key": "i", "value": b"%d" % i}] if i % 3 == 0 else []
+                             for i in range(n)], header_type),
+    })
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({topic: 4}, exist_ok=True)
+    with Producer(bootstrap_servers=tansu.bootstrap, compression_type="lz4") as p:
+        p.send_batch(topic, table).result(30)
+    with Consumer(bootstrap_servers=tansu.bootstrap) as c:
+        ends = c.end_offsets([(topic, p) for p in range(4)])
+        expected = c.read_range(topic, {tp.partition: (0, e) for tp, e in ends.items()})
+    return topic, expected, {tp.partition: e for tp, e in ends.items()}
+
+
+def _reader(spark, tansu, **options):
+    r = spark.read.format("kproto").option("kafka.bootstrap.servers", tansu.bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def _checksum(rows) -> int:
+    return sum(zlib.crc32(bytes(r[0]) + bytes(r[1]) + str(r[2]).encode()) for r in rows)
+
+
+def test_batch_read_equals_what_was_produced(spark, tansu, filled):
+    topic, expected, ends = filled
+    df = _reader(spark, tansu, subscribe=topic)
+    assert df.count() == expected.num_rows == sum(ends.values())
+    got = df.select("key", "value", "offset").collect()
+    want = zip(expected.column("key").to_pylist(), expected.column("value").to_pylist(),
+               expected.column("offset").to_pylist(), strict=True)
+    assert _checksum(got) == _checksum(want)
+    stats = {r["partition"]: (r["lo"], r["hi"], r["n"]) for r in df.groupBy("partition")
+             .agg({"offset": "min"}).withColumnRenamed("min(offset)", "lo")
+             .join(df.groupBy("partition").agg({"offset": "max"})
+                   .withColumnRenamed("max(offset)", "hi"), "partition")
+             .join(df.groupBy("partition").count().withColumnRenamed("count", "n"),
+                   "partition").collect()}
+    assert stats == {p: (0, e - 1, e) for p, e in ends.items()}
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int>")
+
+
+def test_offsets_json_headers_and_min_partitions(spark, tansu, filled):
+    topic, expected, ends = filled
+    df = _reader(spark, tansu, subscribe=topic, includeHeaders="true", minPartitions="10",
+                 startingOffsets=f'{{"{topic}": {{"0": 100, "1": -2}}}}',
+                 endingOffsets=f'{{"{topic}": {{"0": 200, "1": 50, "2": -1}}}}')
+    assert df.rdd.getNumPartitions() >= 10
+    rows = df.collect()
+    by_part: dict[int, list[int]] = {}
+    for r in rows:
+        by_part.setdefault(r["partition"], []).append(r["offset"])
+    assert sorted(by_part[0]) == list(range(100, 200))
+    assert sorted(by_part[1]) == list(range(0, 50))
+    assert sorted(by_part[2]) == list(range(0, ends[2]))
+    assert len(by_part[3]) == ends[3]
+    ts = {r["value"]: r["timestamp"] for r in rows}
+    first = expected.filter(pa.compute.equal(expected.column("partition"), 0)).slice(100, 1)
+    value = first.column("value")[0].as_py()
+    assert int(ts[value].timestamp() * 1000) == int(
+        first.column("timestamp")[0].value)
+    with_headers = [r for r in rows if r["headers"]]
+    assert with_headers and all(h["key"] == "i" for r in with_headers for h in r["headers"])
+    i = int(with_headers[0]["headers"][0]["value"])
+    assert with_headers[0]["key"] == b"key-%d" % i
+
+
+def test_max_records_per_partition_and_assign(spark, tansu, filled):
+    topic, _, ends = filled
+    df = _reader(spark, tansu, assign=f'{{"{topic}": [1, 3]}}', maxRecordsPerPartition="1000")
+    assert df.rdd.getNumPartitions() == -(-ends[1] // 1000) + -(-ends[3] // 1000)
+    assert df.count() == ends[1] + ends[3]
+
+
+def test_parquet_write_of_a_topic(spark, tansu, filled, tmp_path):
+    topic, expected, _ = filled
+    _reader(spark, tansu, subscribe=topic).write.parquet(str(tmp_path / "out"))
+    back = spark.read.parquet(str(tmp_path / "out"))
+    assert back.count() == expected.num_rows
+
+
+def test_fail_on_data_loss(spark, tansu, filled):
+    topic, _, ends = filled
+    beyond = f'{{"{topic}": {{"0": {ends[0] + 100}}}}}'
+    with pytest.raises(Exception, match="failOnDataLoss|log ends"):
+        _reader(spark, tansu, assign=f'{{"{topic}": [0]}}', endingOffsets=beyond).count()
+    lenient = _reader(spark, tansu, assign=f'{{"{topic}": [0]}}', endingOffsets=beyond,
+                      failOnDataLoss="false")
+    assert lenient.count() == ends[0]
+
+
+def test_records_written_by_confluent_read_back(spark, tansu, unique_topic):
+    import confluent_kafka
+
+    p = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap,
+                                  "compression.type": "zstd", "linger.ms": 5})
+    for i in range(500):
+        p.produce(unique_topic, value=b"c%d" % i, key=b"k%d" % (i % 10), partition=i % 4,
+                  headers=[("n", b"%d" % i)])
+    assert p.flush(30) == 0
+    df = _reader(spark, tansu, subscribe=unique_topic, includeHeaders="true")
+    rows = df.collect()
+    assert sorted(r["value"] for r in rows) == sorted(b"c%d" % i for i in range(500))
+    assert all(r["headers"][0]["value"] == r["value"][1:] for r in rows)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "exactly one of"),
+    ({"subscribe": "a", "assign": '{"a": [0]}'}, "exactly one of"),
+    ({"subscribe": "a", "kafka.group.id": "g"}, "not supported"),
+    ({"assign": "[0]"}, "must be JSON"),
+    ({"subscribe": "a", "endingOffsets": "earliest"}, "cannot be 'earliest'"),
+])
+def test_bad_options_are_clear_errors(spark, tansu, options, message):
+    with pytest.raises(Exception, match=message):
+        _reader(spark, tansu, **options).count()
