@@ -44,7 +44,20 @@ from .errors import ConfigError, OffsetOutOfRangeError
 from .reader import EARLIEST, LATEST, list_offsets, read_ranges_result
 
 try:
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        DataSourceStreamArrowWriter,
+        DataSourceStreamReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
 except ImportError:  # pragma: no cover - kproto works without pyspark; this module needs it
     raise ImportError("kproto.spark needs pyspark (pip install 'kproto[spark]')") from None
 
@@ -77,8 +90,8 @@ class KafkaRange(InputPartition):
     fail_on_data_loss: bool
 
 
-def client_settings(options: Mapping[str, str]) -> dict[str, Any]:
-    """kproto consumer settings from the ``kafka.``-prefixed options (Kafka names);
+def client_settings(options: Mapping[str, str], client: str = "consumer") -> dict[str, Any]:
+    """kproto ``client`` settings from the ``kafka.``-prefixed options (Kafka names);
     settings Spark's source refuses (group.id...) are refused here too."""
     raw: dict[str, Any] = {}
     for key, value in options.items():
@@ -93,8 +106,9 @@ def client_settings(options: Mapping[str, str]) -> dict[str, Any]:
     if not any(k.lower() == "bootstrap.servers" for k in raw):
         raise ConfigError("option 'kafka.bootstrap.servers' is required")
     raw.setdefault("client.id", "kproto-spark")
-    raw.setdefault("enable.auto.commit", "false")
-    return resolve("consumer", raw)
+    if client == "consumer":
+        raw.setdefault("enable.auto.commit", "false")
+    return resolve(client, raw)
 
 
 def _option(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
@@ -132,9 +146,19 @@ class KprotoDataSource(DataSource):
     def reader(self, schema: Any) -> KprotoBatchReader:
         return KprotoBatchReader(self.options, schema)
 
+    def streamReader(self, schema: Any) -> KprotoStreamReader:
+        return KprotoStreamReader(self.options, schema)
 
-class KprotoBatchReader(DataSourceReader):
-    """Plans offset ranges on the driver; reads one range per task on the executors."""
+    def writer(self, schema: Any, overwrite: bool) -> KprotoWriter:
+        return KprotoWriter(self.options, schema)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> KprotoStreamWriter:
+        return KprotoStreamWriter(self.options, schema)
+
+
+class _Planner:
+    """What the batch and the streaming reader share: options, topic discovery,
+    offset resolution and splitting ranges into tasks (all on the driver)."""
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self.options = options
@@ -142,31 +166,6 @@ class KprotoBatchReader(DataSourceReader):
         self.settings = client_settings(options)
         self.include_headers = _bool(options, "includeHeaders", False)
         self.fail_on_data_loss = _bool(options, "failOnDataLoss", True)
-
-    # -- driver
-
-    def partitions(self) -> list[KafkaRange]:
-        from .net.cluster import Cluster
-
-        cluster = Cluster(self.settings)
-        try:
-            tps = self._topic_partitions(cluster)
-            starts = self._offsets(cluster, tps, "starting", EARLIEST)
-            ends = self._offsets(cluster, tps, "ending", LATEST)
-        finally:
-            cluster.close()
-        ranges = []
-        for tp in sorted(tps):
-            start, end = starts[tp], ends[tp]
-            if end < start:
-                if self.fail_on_data_loss:
-                    raise OffsetOutOfRangeError(
-                        f"ending offset {end} is before starting offset {start}",
-                        topic=tp[0], partition=tp[1])
-                continue
-            if end > start:
-                ranges.append((tp, start, end))
-        return self._split(ranges)
 
     def _topic_partitions(self, cluster: Any) -> list[tuple[str, int]]:
         opts = self.options
@@ -257,11 +256,239 @@ class KprotoBatchReader(DataSourceReader):
         return [KafkaRange(tp[0], tp[1], a, b, settings, self.include_headers,
                            self.fail_on_data_loss) for tp, a, b in pieces]
 
-    # -- executors
-
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        """On an executor: the records of one planned range, as Arrow batches."""
         assert isinstance(partition, KafkaRange)
         yield from read_partition(partition, self.schema)
+
+
+class KprotoBatchReader(_Planner, DataSourceReader):
+    """Plans offset ranges on the driver; reads one range per task on the executors."""
+
+    # -- driver
+
+    def partitions(self) -> list[KafkaRange]:
+        from .net.cluster import Cluster
+
+        cluster = Cluster(self.settings)
+        try:
+            tps = self._topic_partitions(cluster)
+            starts = self._offsets(cluster, tps, "starting", EARLIEST)
+            ends = self._offsets(cluster, tps, "ending", LATEST)
+        finally:
+            cluster.close()
+        ranges = []
+        for tp in sorted(tps):
+            start, end = starts[tp], ends[tp]
+            if end < start:
+                if self.fail_on_data_loss:
+                    raise OffsetOutOfRangeError(
+                        f"ending offset {end} is before starting offset {start}",
+                        topic=tp[0], partition=tp[1])
+                continue
+            if end > start:
+                ranges.append((tp, start, end))
+        return self._split(ranges)
+
+
+
+def _to_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def _from_json(offsets: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, int], int]:
+    return {(t, int(p)): int(o) for t, parts in offsets.items() for p, o in parts.items()}
+
+
+class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch streaming: offsets are JSON ``{"topic": {"partition": offset}}``.
+
+    ``startingOffsets`` (default ``latest``, as in Spark) applies to the first
+    batch of a query without a checkpoint; partitions that appear later start
+    from their earliest offset. ``maxOffsetsPerTrigger`` caps the records per
+    micro-batch (split over partitions in proportion to their backlog); with
+    ``Trigger.availableNow`` the query stops at the offsets of its start.
+    """
+
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        super().__init__(options, schema)
+        limit = _option(options, "maxOffsetsPerTrigger")
+        self.max_per_trigger = int(limit) if limit else 0
+        if _option(options, "endingOffsets") is not None:
+            raise ConfigError("endingOffsets is for batch queries; a stream has no end")
+        self._cluster: Any = None
+        self._target: dict[tuple[str, int], int] | None = None
+
+    def _driver_cluster(self) -> Any:
+        from .net.cluster import Cluster
+
+        if self._cluster is None:
+            self._cluster = Cluster(self.settings)
+        return self._cluster
+
+    def _latest(self) -> dict[tuple[str, int], int]:
+        cluster = self._driver_cluster()
+        cluster.mark_stale()            # new partitions and topics show up
+        tps = self._topic_partitions(cluster)
+        found = list_offsets(cluster, self.settings, dict.fromkeys(tps, LATEST))
+        return {tp: found[tp][0] for tp in tps}
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        cluster = self._driver_cluster()
+        tps = self._topic_partitions(cluster)
+        return _to_json(self._offsets(cluster, tps, "starting", LATEST))
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.max_per_trigger > 0:
+            return ReadMaxRows(self.max_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._latest()
+
+    def latestOffset(self, start: dict[str, Any], limit: Any = None) -> dict[str, dict[str, int]]:
+        begin = _from_json(start)
+        latest = self._target if self._target is not None else self._latest()
+        new = [tp for tp in latest if tp not in begin]
+        if new:     # partitions added since: from their start
+            found = list_offsets(self._driver_cluster(), self.settings,
+                                 dict.fromkeys(new, EARLIEST))
+            begin.update({tp: found[tp][0] for tp in new})
+        end = {tp: max(latest[tp], begin[tp]) for tp in latest}
+        max_rows = getattr(limit, "max_rows", None)
+        if max_rows is not None and limit is not None and not isinstance(limit,
+                                                                        ReadAllAvailable):
+            end = _rate_limit(begin, end, int(max_rows))
+        return _to_json(end)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]
+                   ) -> list[KafkaRange]:
+        begin, stop = _from_json(start), _from_json(end)
+        ranges = []
+        for tp, e in sorted(stop.items()):
+            b = begin.get(tp, 0)
+            if e > b:
+                ranges.append((tp, b, e))
+        return self._split(ranges)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: the checkpoint holds the offsets (no group commits)."""
+
+    def stop(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+def _rate_limit(begin: Mapping[tuple[str, int], int], end: dict[tuple[str, int], int],
+                max_rows: int) -> dict[tuple[str, int], int]:
+    """Cap the total ``end - begin`` at ``max_rows``, each partition getting a share
+    in proportion to its backlog (every partition with a backlog moves)."""
+    lag = {tp: end[tp] - begin[tp] for tp in end if end[tp] > begin[tp]}
+    total = sum(lag.values())
+    if total <= max_rows:
+        return end
+    out = dict(end)
+    given = 0
+    for tp, n in sorted(lag.items()):
+        share = max(1, n * max_rows // total)
+        share = min(share, n, max(0, max_rows - given)) if given < max_rows else 0
+        out[tp] = begin[tp] + share
+        given += share
+    return out
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@dataclass(frozen=True)
+class KprotoCommitMessage(WriterCommitMessage):
+    """What one write task wrote: records and record batches."""
+
+    records: int
+    batches: int
+
+
+class KprotoWriter(DataSourceArrowWriter):
+    """``df.write.format("kproto")``: columns ``value`` (binary or string), and
+    optionally ``key``, ``topic`` (else the ``topic`` option), ``partition``,
+    ``headers`` (``array<struct<key string, value binary>>``). Each task encodes
+    whole Arrow batches with the Cython codec (``Producer.send_batch``) and
+    waits until every record is acknowledged, so a failure fails the task with
+    the broker's error; nothing is dropped silently. Producer settings come from
+    ``kafka.``-prefixed options (``kafka.acks``, ``kafka.compression.type``,
+    ``kafka.enable.idempotence``...)."""
+
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        self.settings = client_settings(options, "producer")
+        self.topic = _option(options, "topic")
+        names = [f.name for f in schema.fields] if hasattr(schema, "fields") else []
+        if "value" not in names:
+            raise ConfigError("writing to Kafka needs a 'value' column")
+        if self.topic is None and "topic" not in names:
+            raise ConfigError("writing to Kafka needs a 'topic' option or column")
+        unknown = set(names) - {"key", "value", "topic", "partition", "headers",
+                                "timestamp"}
+        if unknown:
+            raise ConfigError(f"columns {sorted(unknown)} cannot be written to Kafka "
+                              "(key, value, topic, partition, headers, timestamp)")
+
+    def write(self, iterator: Iterator[Any]) -> KprotoCommitMessage:
+        from .producer import Producer
+
+        records = batches = 0
+        futures = []
+        with Producer(self.settings) as producer:
+            for batch in iterator:
+                if not batch.num_rows:
+                    continue
+                for topic, part in _by_topic(batch, self.topic):
+                    futures.append(producer.send_batch(topic, part))
+                    records += part.num_rows
+                batches += 1
+            producer.flush()
+            for f in futures:
+                f.result()          # the first failure fails the task
+        return KprotoCommitMessage(records, batches)
+
+    def commit(self, messages: list[Any]) -> None:
+        """Every task's records are acknowledged by then: nothing left to do."""
+
+    def abort(self, messages: list[Any]) -> None:
+        """Records written by tasks that succeeded stay written (Kafka has no
+        rollback outside transactions), as with Spark's own Kafka sink."""
+
+
+class KprotoStreamWriter(KprotoWriter, DataSourceStreamArrowWriter):
+    """``writeStream.format("kproto")``: the same per-task writing, per micro-batch."""
+
+    def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        """Every task's records are acknowledged by then."""
+
+    def abort(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        """Records of tasks that succeeded stay written (at-least-once)."""
+
+
+def _by_topic(batch: Any, topic: str | None) -> Iterator[tuple[str, Any]]:
+    """Split a batch by its ``topic`` column (the ``topic`` option wins, as in Spark)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    keep = [c for c in ("key", "value", "partition", "headers", "timestamp") if c in names]
+    table = pa.Table.from_batches([batch]).select(keep)
+    if topic is not None or "topic" not in names:
+        assert topic is not None
+        yield topic, table
+        return
+    topics = batch.column("topic")
+    if topics.null_count:
+        raise ConfigError("a row has a null topic (and no 'topic' option is set)")
+    for name in pc.unique(topics).to_pylist():
+        yield name, table.filter(pc.equal(topics, name))
 
 
 def read_partition(part: KafkaRange, schema: Any = None) -> Iterator[Any]:

@@ -164,3 +164,95 @@ def test_records_written_by_confluent_read_back(spark, tansu, unique_topic):
 def test_bad_options_are_clear_errors(spark, tansu, options, message):
     with pytest.raises(Exception, match=message):
         _reader(spark, tansu, **options).count()
+
+
+# ---------------------------------------------------------------- writing
+
+
+def test_write_then_read_back_identical_rows(spark, tansu, unique_topic):
+    rows = [(b"k%d" % i, b"v%d" % i, i % 4, [("h", b"%d" % i)]) for i in range(3000)]
+    df = spark.createDataFrame(rows, "key binary, value binary, partition int, "
+                                     "headers array<struct<key: string, value: binary>>")
+    (df.write.format("kproto").mode("append")
+     .option("kafka.bootstrap.servers", tansu.bootstrap)
+     .option("topic", unique_topic).option("kafka.compression.type", "lz4").save())
+    back = _reader(spark, tansu, subscribe=unique_topic, includeHeaders="true").collect()
+    got = sorted((r["key"], r["value"], r["partition"], [(h["key"], h["value"])
+                                                         for h in r["headers"]]) for r in back)
+    assert got == sorted((bytes(k), bytes(v), p, h) for k, v, p, h in rows)
+
+
+def test_write_routes_by_topic_column_and_strings(spark, tansu, unique_topic):
+    a, b = f"{unique_topic}-a", f"{unique_topic}-b"
+    df = spark.createDataFrame([(a if i % 2 else b, f"v{i}") for i in range(100)],
+                               "topic string, value string")
+    (df.write.format("kproto").mode("append")
+     .option("kafka.bootstrap.servers", tansu.bootstrap).save())
+    assert _reader(spark, tansu, subscribe=a).count() == 50
+    values = {r["value"] for r in _reader(spark, tansu, subscribe=b).collect()}
+    assert values == {b"v%d" % i for i in range(0, 100, 2)}
+
+
+def test_write_failures_fail_the_job(spark, tansu):
+    df = spark.createDataFrame([(b"x",)], "value binary")
+    with pytest.raises(Exception, match="'topic' option or column"):
+        (df.write.format("kproto").mode("append")
+         .option("kafka.bootstrap.servers", tansu.bootstrap).save())
+    with pytest.raises(Exception, match="Invalid|invalid|topic"):
+        (df.write.format("kproto").mode("append")
+         .option("kafka.bootstrap.servers", tansu.bootstrap)
+         .option("topic", "bad topic name with spaces!").save())
+
+
+# ---------------------------------------------------------------- streaming
+
+
+def _produce_seq(bootstrap: str, topic: str, start: int, n: int) -> None:
+    with Producer(bootstrap_servers=bootstrap) as p:
+        p.send_batch(topic, pa.table({"value": [b"%08d" % i for i in range(start, start + n)]}))
+        p.flush()
+
+
+def test_streaming_available_now_with_rate_limit_and_restart(spark, tansu, unique_topic,
+                                                              tmp_path):
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 4})
+    _produce_seq(tansu.bootstrap, unique_topic, 0, 2000)
+    checkpoint = str(tmp_path / "checkpoint")
+    out = str(tmp_path / "out")
+
+    def run() -> list[int]:
+        stream = (spark.readStream.format("kproto")
+                  .option("kafka.bootstrap.servers", tansu.bootstrap)
+                  .option("subscribe", unique_topic).option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", "500").load())
+        query = (stream.select("value", "partition", "offset").writeStream.format("parquet")
+                 .option("path", out).option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+    first = run()
+    assert sum(first) == 2000 and len(first) >= 4 and max(first) <= 500
+    values = [int(r["value"]) for r in spark.read.parquet(out).collect()]
+    assert sorted(values) == list(range(2000))           # no gap, no duplicate
+    _produce_seq(tansu.bootstrap, unique_topic, 2000, 300)
+    second = run()
+    assert sum(second) == 300                              # exactly the new records
+    values = [int(r["value"]) for r in spark.read.parquet(out).collect()]
+    assert sorted(values) == list(range(2300))
+
+
+def test_stream_to_kafka_sink(spark, tansu, unique_topic, tmp_path):
+    source, sink = f"{unique_topic}-in", f"{unique_topic}-out"
+    _produce_seq(tansu.bootstrap, source, 0, 1000)
+    stream = (spark.readStream.format("kproto")
+              .option("kafka.bootstrap.servers", tansu.bootstrap)
+              .option("subscribe", source).option("startingOffsets", "earliest").load())
+    query = (stream.select("key", "value").writeStream.format("kproto")
+             .option("kafka.bootstrap.servers", tansu.bootstrap).option("topic", sink)
+             .option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    values = sorted(int(r["value"]) for r in _reader(spark, tansu, subscribe=sink).collect())
+    assert values == list(range(1000))
