@@ -122,10 +122,16 @@ def cmd_topics(args: argparse.Namespace) -> None:
                                 replication_factor=args.replication_factor,
                                 configs=dict(c.split("=", 1) for c in args.config or []),
                                 exist_ok=args.if_not_exists)
-            _out(args, {"created": args.names})
+            if args.json:
+                _out(args, {"created": args.names})
+            else:
+                print(f"created {', '.join(args.names)}")
         elif args.action == "delete":
             admin.delete_topics(args.names)
-            _out(args, {"deleted": args.names})
+            if args.json:
+                _out(args, {"deleted": args.names})
+            else:
+                print(f"deleted {', '.join(args.names)}")
         else:
             topics = admin.list_topics()
             if args.json:
