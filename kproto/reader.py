@@ -69,7 +69,8 @@ def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[An
     start of the last batch + 1.
     """
     read_committed = config.get("isolation_level") == "read_committed"
-    cluster.wait_for_topics({tp[0] for tp in wanted}, cluster.request_timeout)
+    meta = cluster.wait_for_topics({tp[0] for tp in wanted}, cluster.request_timeout)
+    _check_partitions_exist(meta, wanted)
 
     def attempt() -> dict[Any, tuple[int, int]]:
         by_leader, orphans = cluster.leaders(list(wanted))
@@ -122,6 +123,17 @@ def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[An
             if hwm > found[tp][0]:
                 found[tp] = (hwm, found[tp][1])
     return found
+
+
+def _check_partitions_exist(meta: Any, tps: Any) -> None:
+    """A partition index the topic does not have is an error now, not after retries."""
+    for tp in tps:
+        have = meta.partitions(tp[0])
+        if have and tp[1] not in have:
+            cls = error_for_code(3)
+            assert cls is not None
+            raise cls(f"topic {tp[0]!r} has {len(have)} partitions, not partition {tp[1]}",
+                      topic=tp[0], partition=tp[1])
 
 
 def _high_watermarks(cluster: Cluster, at: Mapping[Any, int], read_committed: bool
@@ -224,7 +236,8 @@ def read_ranges_result(cluster: Cluster, config: Mapping[str, Any],
     result = ReadResult()
     if not work:
         return result
-    cluster.wait_for_topics({r.tp.topic for r in work}, cluster.request_timeout)
+    meta = cluster.wait_for_topics({r.tp.topic for r in work}, cluster.request_timeout)
+    _check_partitions_exist(meta, [r.tp for r in work])
     work = _split(work, cluster, connections_per_broker)
     # one Fetch in flight per (leader, lane); lanes are extra connections to the leader
     lanes: dict[tuple[int, int], BrokerConnection] = {}

@@ -424,3 +424,17 @@ def test_producer_close_leaves_no_threads(tansu, unique_topic):
         with Producer(bootstrap_servers=tansu.bootstrap) as p:
             p.send(unique_topic, b"x").result(10)
     assert threading.active_count() == before
+
+
+def test_a_partition_the_topic_does_not_have_is_an_error_at_once(tansu, unique_topic):
+    from kproto.errors import UnknownTopicOrPartitionError
+
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 2})
+    with Consumer(bootstrap_servers=tansu.bootstrap) as c:
+        start = time.monotonic()
+        with pytest.raises(UnknownTopicOrPartitionError, match="has 2 partitions"):
+            c.end_offsets([(unique_topic, 5)])
+        with pytest.raises(UnknownTopicOrPartitionError, match="not partition 7"):
+            c.read_range(unique_topic, {7: (0, 10)})
+        assert time.monotonic() - start < 5
