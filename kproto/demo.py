@@ -83,7 +83,8 @@ def _table_of(n: int, value_bytes: int, seed: int = 0) -> pyarrow.Table:
 
 
 def run(bootstrap: str | None, topic: str, partitions: int, count: int, value_bytes: int,
-        compression: str, batch_records: int, spark: bool = True) -> None:
+        compression: str, batch_records: int, spark: bool = True,
+        compare: bool = True) -> None:
     from . import Admin, Consumer, Producer
 
     with _broker(bootstrap) as address:
@@ -151,10 +152,63 @@ def run(bootstrap: str | None, topic: str, partitions: int, count: int, value_by
         print(f"\n{count:,} records of {16 + value_bytes} bytes, {compression}, "
               f"{len(ranges)} partitions; read back {fetched.num_rows:,} "
               f"({'every key and value matches' if ok else 'MISMATCH'})")
+        peer = _confluent_rows(address, topic, ranges, source, compression, count, mb) \
+            if compare else []
         if spark:
             rows.append(_spark_step(address, topic, ranges, count, mb))
+        rows += peer
         print(_table(rows, ("step", "records", "bytes")))
         print(fetched.schema)
+
+
+def _confluent_rows(address: str, topic: str, ranges: dict[int, tuple[int, int]],
+                    source: pyarrow.Table, compression: str, count: int, mb: float
+                    ) -> list[tuple[str, str, str]]:
+    """The same produce and read with confluent-kafka (librdkafka), when installed."""
+    try:
+        import confluent_kafka as ck
+    except ImportError:
+        return [("confluent-kafka (for comparison)", "not installed", "")]
+    keys = source.column("key").to_pylist()
+    values = source.column("value").to_pylist()
+    producer = ck.Producer({"bootstrap.servers": address, "linger.ms": 5,
+                            "compression.type": compression, "batch.size": 4_000_000,
+                            "queue.buffering.max.messages": 2_000_000,
+                            "queue.buffering.max.kbytes": 2_097_151,
+                            "partitioner": "murmur2_random"})
+    peer_topic = f"{topic}-confluent"
+    start = time.perf_counter()
+    for k, v in zip(keys, values, strict=True):
+        while True:
+            try:
+                producer.produce(peer_topic, v, k)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(120):
+        raise KprotoError("confluent-kafka could not deliver every record")
+    produced = time.perf_counter() - start
+    consumer = ck.Consumer({"bootstrap.servers": address, "group.id": "kproto-demo",
+                            "enable.auto.commit": False, "fetch.queue.backoff.ms": 0,
+                            "queued.min.messages": 1_000_000})
+    consumer.assign([ck.TopicPartition(topic, p, lo) for p, (lo, _) in ranges.items()])
+    start, n = time.perf_counter(), 0
+    deadline = start + 300
+    while n < count and time.perf_counter() < deadline:
+        for m in consumer.consume(num_messages=10_000, timeout=1.0):
+            if m.error() is None:
+                m.value()
+                n += 1
+    read = time.perf_counter() - start
+    consumer.close()
+    if n < count:
+        raise KprotoError(f"confluent-kafka read {n:,} of {count:,} records in 300 s")
+    return [
+        ("confluent-kafka produce() loop (tuned)",
+         f"{count / produced:,.0f} rec/s", f"{mb / produced:,.1f} MB/s"),
+        ("confluent-kafka consume() (tuned), messages",
+         f"{n / read:,.0f} rec/s", f"{mb * n / count / read:,.1f} MB/s"),
+    ]
 
 
 def _spark_step(address: str, topic: str, ranges: dict[int, tuple[int, int]], count: int,
@@ -173,7 +227,8 @@ def _spark_step(address: str, topic: str, ranges: dict[int, tuple[int, int]], co
 
     print("\nstarting Spark (local[2]) ...")
     session = (SparkSession.builder.master("local[2]").appName("kproto-demo")
-               .config("spark.ui.enabled", "false").getOrCreate())
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     try:
         session.sparkContext.setLogLevel("ERROR")
         kproto_spark.register(session)
@@ -225,17 +280,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="use this cluster instead of starting an embedded broker")
     parser.add_argument("--topic", default="kproto-demo")
     parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("-n", "--records", type=int, default=1_000_000)
+    parser.add_argument("-n", "--records", type=int, default=2_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--compression", default="lz4",
                         choices=["none", "gzip", "snappy", "lz4", "zstd"])
     parser.add_argument("--batch-records", type=int, default=10_000)
     parser.add_argument("--no-spark", dest="spark", action="store_false",
                         help="skip the Spark step")
+    parser.add_argument("--no-compare", dest="compare", action="store_false",
+                        help="skip the confluent-kafka comparison")
     args = parser.parse_args(argv)
     try:
         run(args.bootstrap_servers, args.topic, args.partitions, args.records, args.value_bytes,
-            args.compression, args.batch_records, args.spark)
+            args.compression, args.batch_records, args.spark, args.compare)
     except KprotoError as exc:
         print(f"kproto demo: error: {exc}", file=sys.stderr)
         return 1

@@ -34,6 +34,7 @@ def test_demo_round_trip_and_cleanup() -> None:
     assert "read back 30,000 (every key and value matches)" in out.stdout
     assert "fetch + decode into Arrow" in out.stdout and "read_range" in out.stdout
     assert re.search(r"Spark SQL aggregation over format\('kproto'\) +[\d,]+ rec/s", out.stdout)
+    assert re.search(r"confluent-kafka consume\(\) \(tuned\), messages +[\d,]+ rec/s", out.stdout)
     pid = int(re.search(r"started Tansu \(pid (\d+)\)", out.stdout).group(1))
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
