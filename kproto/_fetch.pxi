@@ -50,6 +50,7 @@ cdef inline int16_t cur_i16(Cur *c, str what) except? -1:
 
 
 cdef int64_t cur_uvarint(Cur *c, str what) except -1:
+    """An unsigned varint (uint32: at most 5 bytes, the 5th <= 0x0F, as Kafka's)."""
     cdef uint64_t result = 0
     cdef int shift = 0
     cdef Py_ssize_t start = c.pos
@@ -61,13 +62,16 @@ cdef int64_t cur_uvarint(Cur *c, str what) except -1:
         c.pos += 1
         result |= (<uint64_t> (b & 0x7F)) << shift
         if not (b & 0x80):
+            if shift == 28 and b > 0x0F:
+                cur_fail(c, f"unsigned varint overflows 32 bits in {what}", start)
             return <int64_t> result
         shift += 7
         if shift >= 35:
             cur_fail(c, f"varint longer than 5 bytes in {what}", start)
 
 
-cdef int64_t cur_length(Cur *c, bint compact, bint wide, str what) except -2:
+# -2 is a valid int32 on the wire: ``except? -2`` checks for an exception before believing it
+cdef int64_t cur_length(Cur *c, bint compact, bint wide, str what) except? -2:
     """A length or count: compact uvarint N+1, else int16/int32; -1 means null."""
     if compact:
         return cur_uvarint(c, what) - 1
@@ -90,7 +94,7 @@ cdef int cur_skip_tags(Cur *c, str what) except -1:
     return 0
 
 
-cdef int64_t cur_count(Cur *c, bint compact, str what, bint nullable) except -2:
+cdef int64_t cur_count(Cur *c, bint compact, str what, bint nullable) except? -2:
     cdef Py_ssize_t at = c.pos
     cdef int64_t n = cur_length(c, compact, True, what)
     if n < -1 or (n == -1 and not nullable):
@@ -100,16 +104,62 @@ cdef int64_t cur_count(Cur *c, bint compact, str what, bint nullable) except -2:
     return n
 
 
+cdef Cur cur_tag(Cur *c, str what) except *:
+    """The payload of one tagged field as a cursor of its own (``c`` moves past it)."""
+    cdef Cur sub = c[0]
+    cdef int64_t size = cur_uvarint(c, what)
+    sub.pos = cur_take(c, size, what)
+    sub.end = c.pos
+    return sub
+
+
+cdef int cur_tag_done(Cur *sub, str what) except -1:
+    """A known tagged struct's own tag section, then nothing left in its payload."""
+    cur_skip_tags(sub, f"{what} tags")
+    if sub.pos != sub.end:
+        cur_fail(sub, f"tagged field {what} has {sub.end - sub.pos} unread bytes", sub.pos)
+    return 0
+
+
+cdef int cur_string(Cur *c, const unsigned char[::1] view, bint nullable, str what) except -1:
+    """Check a compact string: its length and its UTF-8 (what the engine decodes)."""
+    cdef Py_ssize_t at = c.pos
+    cdef int64_t size = cur_length(c, True, False, what)
+    cdef Py_ssize_t start
+    if size < 0:
+        if size == -1 and nullable:
+            return 0
+        cur_fail(c, f"invalid {what} length {size}", at)
+    start = cur_take(c, size, what)
+    try:
+        bytes(view[start:c.pos]).decode("utf-8")
+    except UnicodeDecodeError:
+        cur_fail(c, f"{what} is not UTF-8", start)
+    return 0
+
+
+cdef int cur_node_endpoints(Cur *c, const unsigned char[::1] view) except -1:
+    """Check the response's node_endpoints tag (v16+): [node_id, host, port, rack]."""
+    cdef int64_t n = cur_count(c, True, "node_endpoints", False), i
+    for i in range(n):
+        cur_take(c, 4, "node_endpoints node_id")
+        cur_string(c, view, False, "node_endpoints host")
+        cur_take(c, 4, "node_endpoints port")
+        cur_string(c, view, True, "node_endpoints rack")
+        cur_skip_tags(c, "node_endpoints tags")
+    return 0
+
+
 def slice_fetch(body, int version):
     """Slice a Fetch response body (no header) of ``version`` (see kproto.records.fetched)."""
     if version < 0 or version > 18:
         raise ValueError(f"Fetch v{version} is not a version kproto knows")
     cdef const unsigned char[::1] view = _as_bytes_view(body)
-    cdef Cur c
+    cdef Cur c, sub
     cdef bint flex = version >= 12
     cdef int32_t throttle = 0, session_id = 0, partition, preferred
     cdef int16_t error_code = 0, perr
-    cdef int64_t topics, parts, i, j, k, n_aborted, size, ntags, tag, tag_size, tag_end
+    cdef int64_t topics, parts, i, j, k, n_aborted, size, ntags, tag, last_tag
     cdef int64_t hwm, lso, log_start, pid, first
     cdef Py_ssize_t at, rstart
     c.base = &view[0] if view.shape[0] else NOTHING
@@ -174,23 +224,33 @@ def slice_fetch(body, int version):
                     if tag <= last_tag:
                         cur_fail(&c, f"tagged field {tag} out of order", at)
                     last_tag = tag
-                    tag_size = cur_uvarint(&c, "partition tags")
-                    tag_end = cur_take(&c, tag_size, "partition tag") + tag_size
+                    sub = cur_tag(&c, "partition tag")
                     if tag == 1:  # current_leader (KIP-951)
-                        sub = c
-                        sub.pos = tag_end - tag_size
-                        sub.end = tag_end
                         leader_id = cur_i32(&sub, "current_leader")
                         leader_epoch = cur_i32(&sub, "current_leader")
-                        cur_skip_tags(&sub, "current_leader tags")
-                        if sub.pos != tag_end:
-                            cur_fail(&c, "current_leader has unread bytes", sub.pos)
+                        cur_tag_done(&sub, "current_leader")
                         if leader_id != -1:
                             leader = (leader_id, leader_epoch)
+                    elif tag == 0 or tag == 2:  # diverging_epoch, snapshot_id: 12 bytes
+                        cur_take(&sub, 12, "diverging_epoch" if tag == 0 else "snapshot_id")
+                        cur_tag_done(&sub, "diverging_epoch" if tag == 0 else "snapshot_id")
             out.append(_FetchedPartition(topic, topic_id, partition, perr, hwm, lso, log_start,
                                          aborted, preferred, records, leader))
         if flex:
             cur_skip_tags(&c, "topic tags")
     if flex:
-        cur_skip_tags(&c, "response tags")
+        ntags = cur_uvarint(&c, "response tags")
+        last_tag = -1
+        for k in range(ntags):
+            at = c.pos
+            tag = cur_uvarint(&c, "response tags")
+            if tag <= last_tag:
+                cur_fail(&c, f"tagged field {tag} out of order in response tags", at)
+            last_tag = tag
+            sub = cur_tag(&c, "response tag")
+            if tag == 0 and version >= 16:
+                cur_node_endpoints(&sub, view)
+                if sub.pos != sub.end:
+                    cur_fail(&sub, f"tagged field node_endpoints has {sub.end - sub.pos} "
+                             "unread bytes", sub.pos)
     return _FetchSlice(throttle, error_code, session_id, out)

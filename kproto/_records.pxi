@@ -19,7 +19,9 @@
 
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport (
+    INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
+)
 from cpython.buffer cimport PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
 
 import numpy as _np
@@ -38,10 +40,21 @@ cdef extern from *:
         uint32_t v; memcpy(&v, p, 4); return (int32_t)__builtin_bswap32(v); }
     static inline int16_t kp_load_i16(const unsigned char *p) {
         uint16_t v; memcpy(&v, p, 2); return (int16_t)__builtin_bswap16(v); }
+    /* offsets: int64 sums that overflow are corrupt data, never undefined behaviour */
+    static inline int kp_add_overflows(int64_t a, int64_t b, int64_t *out) {
+        return __builtin_add_overflow(a, b, out); }
+    static inline int kp_sub_overflows(int64_t a, int64_t b, int64_t *out) {
+        return __builtin_sub_overflow(a, b, out); }
+    /* timestamps wrap around, as Java's long arithmetic does */
+    static inline int64_t kp_wrapping_add(int64_t a, int64_t b) {
+        return (int64_t)((uint64_t)a + (uint64_t)b); }
     """
     int64_t kp_load_i64(const unsigned char *p) nogil
     int32_t kp_load_i32(const unsigned char *p) nogil
     int16_t kp_load_i16(const unsigned char *p) nogil
+    bint kp_add_overflows(int64_t a, int64_t b, int64_t *out) nogil
+    bint kp_sub_overflows(int64_t a, int64_t b, int64_t *out) nogil
+    int64_t kp_wrapping_add(int64_t a, int64_t b) nogil
 
 
 
@@ -171,6 +184,7 @@ cdef enum DecodeErr:
     ERR_RECORD_LENGTH_MISMATCH
     ERR_TRAILING_RECORD_BYTES
     ERR_TOO_MANY_ROWS
+    ERR_OFFSET_OVERFLOW
 
 
 cdef struct BinOut:
@@ -457,7 +471,9 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
         if header_count < 0 or header_count > rec_end - p:
             d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "header count"
             return -2
-        offset = base_offset + offset_delta
+        if kp_add_overflows(base_offset, offset_delta, &offset):
+            d.err, d.err_pos, d.err_what = ERR_OFFSET_OVERFLOW, rec_start - base, "record"
+            return -2
         keep = offset >= d.start_offset
         for h in range(<int32_t> header_count):
             if read_varint_fast(d, &p, rec_end, &hk_len, 5, base) < 0:
@@ -487,7 +503,7 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
             (<int64_t *> (d.offset.data + d.offset.len))[0] = offset
             d.offset.len += 8
             (<int64_t *> (d.timestamp.data + d.timestamp.len))[0] = (
-                max_ts if ts_type == 1 else base_ts + ts_delta)
+                max_ts if ts_type == 1 else kp_wrapping_add(base_ts, ts_delta))
             d.timestamp.len += 8
             (<int32_t *> (d.ts_type.data + d.ts_type.len))[0] = ts_type
             d.ts_type.len += 4
@@ -535,6 +551,7 @@ _ERR_TEXT = {
     ERR_RECORD_LENGTH_MISMATCH: "record length does not match its contents",
     ERR_TRAILING_RECORD_BYTES: "bytes left over after the records of the batch",
     ERR_TOO_MANY_ROWS: "more than 2**31-1 records in one decode",
+    ERR_OFFSET_OVERFLOW: "base offset + offset delta overflows int64",
 }
 
 
@@ -614,7 +631,6 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                 max_ts = kp_load_i64(base + pos + 35)
                 pid = kp_load_i64(base + pos + 43)
                 count = kp_load_i32(base + pos + 57)
-                last_offset = base_offset + last_delta
                 if check_crc:
                     with nogil:
                         actual = crc32c_update(0, base + pos + 21, <size_t> (stop - pos - 21))
@@ -625,11 +641,16 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                             expected=stored, actual=actual, offset=pos)
                 if count < 0:
                     raise _CorruptRecordError(f"negative record count {count}", offset=pos + 57)
+                if kp_add_overflows(base_offset, last_delta, &last_offset):
+                    raise _CorruptRecordError(
+                        f"record batch at offset {base_offset}: lastOffsetDelta {last_delta} "
+                        "overflows int64", offset=pos + 23)
                 codec = attributes & 0x07
                 ts_type = 1 if attributes & 0x08 else 0
                 if codec:
                     inner = _compression.decompress_buffer(
-                        codec, view[pos + 61:stop], magic=2, max_size=max_decompressed)
+                        codec, view[pos + 61:stop], magic=2, max_size=max_decompressed,
+                        offset=pos)
                     inner_view = inner
                     body = &inner_view[0] if inner_view.shape[0] else NOTHING
                     rpos, rstop = 0, inner_view.shape[0]
@@ -656,7 +677,10 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                                               max_decompressed, buffers)
             else:
                 raise _CorruptRecordError(f"unknown magic byte {magic}", offset=pos + 16)
-            if last_offset + 1 > next_offset:
+            if last_offset == INT64_MAX:
+                raise _CorruptRecordError(f"record set ends at offset {last_offset}: no next "
+                                          "offset fits in int64", offset=pos)
+            if last_offset >= next_offset:
                 next_offset = last_offset + 1
             pos = stop
         return _RecordColumns(
@@ -734,7 +758,7 @@ cdef int64_t _legacy_message(Decoder *d, object src, const unsigned char *base,
     if value_len < 0:
         raise _CorruptRecordError("compressed message without a value", offset=pos)
     inner = _compression.decompress_buffer(codec, src[value_pos:value_pos + value_len],
-                                           magic=magic, max_size=max_decompressed)
+                                           magic=magic, max_size=max_decompressed, offset=pos)
     return _legacy_inner(d, inner, offset, magic, ts, ts_type, check_crc, buffers)
 
 
@@ -789,7 +813,11 @@ cdef int64_t _legacy_inner(Decoder *d, object inner, int64_t wrapper_offset, int
         return wrapper_offset
     # magic 1: inner offsets are relative; the wrapper holds the last one's absolute offset
     # (a wrapper offset of 0, as some librdkafka versions wrote, means base 0).
-    base_offset = 0 if magic == 0 or wrapper_offset == 0 else wrapper_offset - last_rel
+    if magic == 0 or wrapper_offset == 0:
+        base_offset = 0
+    elif kp_sub_overflows(wrapper_offset, last_rel, &base_offset):
+        raise _CorruptRecordError(f"wrapper offset {wrapper_offset} - inner offset {last_rel} "
+                                  "overflows int64", offset=messages[len(messages) - 1][0])
     if d.views:
         buffers.append(inner)
         buf_index = len(buffers) - 1
@@ -807,7 +835,9 @@ cdef int64_t _legacy_inner(Decoder *d, object inner, int64_t wrapper_offset, int
         value_pos, value_len, p = _legacy_bytes(base, p, stop, "value")
         if p != stop:
             raise _CorruptRecordError("message size does not match its contents", offset=pos)
-        offset = base_offset + rel
+        if kp_add_overflows(base_offset, rel, &offset):
+            raise _CorruptRecordError(f"base offset {base_offset} + inner offset {rel} "
+                                      "overflows int64", offset=pos)
         if offset >= d.start_offset:
             append_legacy(d, base, offset, ts, ts_type, key_pos, key_len, value_pos,
                           value_len, buf_index)

@@ -47,6 +47,7 @@ LEGACY_MIN_SIZE = 4 + 1 + 1 + 4 + 4  # crc, magic, attributes, key and value len
 ATTR_CODEC, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, ATTR_CONTROL = 0x07, 0x08, 0x10, 0x20
 CONTROL_ABORT = 0
 DEFAULT_MAX_BATCH_BYTES = 0x7FFFFFFF
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class _Out:
@@ -96,6 +97,15 @@ def _varint(buf: Any, pos: int, end: int, what: str, limit: int = 5) -> tuple[in
     return value, pos
 
 
+def _in_int64(n: int) -> bool:
+    return INT64_MIN <= n <= INT64_MAX
+
+
+def _wrap64(n: int) -> int:
+    """Java's long arithmetic: wrap around to int64 (timestamps)."""
+    return (n - INT64_MIN) % 2**64 + INT64_MIN
+
+
 def _take(buf: Any, pos: int, n: int, end: int, what: str) -> int:
     if n < 0 or pos + n > end:
         raise CorruptRecordError(f"{what} of {n} bytes runs past the end of its record",
@@ -139,6 +149,9 @@ def decode_records(
                                    max_decompressed)
         else:
             raise CorruptRecordError(f"unknown magic byte {magic}", offset=pos + 16)
+        if last == INT64_MAX:
+            raise CorruptRecordError(f"record set ends at offset {last}: no next offset fits "
+                                     "in int64", offset=pos)
         next_offset = max(next_offset, last + 1)
         pos = stop
     return _columns(out, next_offset)
@@ -176,16 +189,19 @@ def _batch_v2(data: memoryview, pos: int, stop: int, out: _Out, start_offset: in
             raise CrcError(f"record batch at offset {base_offset}: CRC-32C mismatch "
                            f"(stored 0x{crc:08x}, computed 0x{actual:08x})",
                            expected=crc, actual=actual, offset=pos)
-    last_offset = base_offset + last_delta
     codec = attributes & ATTR_CODEC
     ts_type = 1 if attributes & ATTR_TIMESTAMP_TYPE else 0
     if count < 0:
         raise CorruptRecordError(f"negative record count {count}", offset=pos + 57)
+    last_offset = base_offset + last_delta
+    if not _in_int64(last_offset):
+        raise CorruptRecordError(f"record batch at offset {base_offset}: lastOffsetDelta "
+                                 f"{last_delta} overflows int64", offset=pos + 23)
     body: Any = data
     rpos, rend = pos + V2_OVERHEAD, stop
     if codec:
         body = memoryview(compression.decompress_buffer(codec, data[rpos:stop], magic=2,
-                                                 max_size=max_decompressed))
+                                                        max_size=max_decompressed, offset=pos))
         rpos, rend = 0, len(body)
     if attributes & ATTR_CONTROL:
         if count and aborted.enabled and pid >= 0:
@@ -196,12 +212,17 @@ def _batch_v2(data: memoryview, pos: int, stop: int, out: _Out, start_offset: in
         return last_offset
     if aborted.skip_batch(pid, last_offset, bool(attributes & ATTR_TRANSACTIONAL)):
         return last_offset
-    for _ in range(count):
-        rpos = _record_v2(body, rpos, rend, out, base_offset, base_ts, max_ts, ts_type,
-                          start_offset)
-    if rpos != rend:
-        raise CorruptRecordError(f"{rend - rpos} bytes left after the {count} records of the "
-                                 f"batch at offset {base_offset}", offset=rpos)
+    try:
+        for _ in range(count):
+            rpos = _record_v2(body, rpos, rend, out, base_offset, base_ts, max_ts, ts_type,
+                              start_offset)
+        if rpos != rend:
+            raise CorruptRecordError(f"{rend - rpos} bytes left after the {count} records",
+                                     offset=rpos)
+    except CorruptRecordError as exc:  # say which batch, and where in it (as the Cython)
+        where = "decompressed records" if codec else "record set"
+        raise CorruptRecordError(f"batch at offset {base_offset} (byte {pos}): {exc.message} "
+                                 f"(byte {exc.offset} of the {where})", offset=pos) from None
     return last_offset
 
 
@@ -261,9 +282,12 @@ def _record_v2(body: Any, p: int, rend: int, out: _Out, base_offset: int, base_t
         raise CorruptRecordError(f"record length {length} does not match its contents "
                                  f"({p - start} bytes read)", offset=start)
     offset = base_offset + offset_delta
+    if not _in_int64(offset):
+        raise CorruptRecordError(f"base offset {base_offset} + offset delta {offset_delta} "
+                                 "overflows int64", offset=start)
     if offset >= start_offset:
-        _append(out, offset, max_ts if ts_type else base_ts + ts_delta, ts_type, key, value,
-                headers)
+        _append(out, offset, max_ts if ts_type else _wrap64(base_ts + ts_delta), ts_type, key,
+                value, headers)
     return p
 
 
@@ -314,7 +338,7 @@ def _legacy_message(data: Any, pos: int, stop: int, out: _Out, start_offset: int
     if value is None:
         raise CorruptRecordError("compressed message without a value", offset=pos)
     inner = memoryview(compression.decompress_buffer(codec, _slice(value), magic=magic,
-                                              max_size=max_decompressed))
+                                                     max_size=max_decompressed, offset=pos))
     return _legacy_inner(inner, offset, magic, timestamp, ts_type, out, start_offset, check_crc)
 
 
@@ -342,6 +366,9 @@ def _legacy_inner(inner: memoryview, wrapper_offset: int, magic: int, wrapper_ts
     # magic 1: inner offsets are relative, the wrapper carries the last one's absolute
     # offset (a wrapper offset of 0, as some librdkafka versions wrote, means base 0).
     base = 0 if magic == 0 or wrapper_offset == 0 else wrapper_offset - last_relative
+    if not _in_int64(base):
+        raise CorruptRecordError(f"wrapper offset {wrapper_offset} - inner offset "
+                                 f"{last_relative} overflows int64", offset=messages[-1][0])
     for mpos, stop in messages:
         rel, _, _, _, attributes = struct.unpack_from(">qiIbb", inner, mpos)
         p = mpos + 18
@@ -355,6 +382,9 @@ def _legacy_inner(inner: memoryview, wrapper_offset: int, magic: int, wrapper_ts
         key, p = _legacy_bytes(inner, p, stop, "key")
         value, p = _legacy_bytes(inner, p, stop, "value")
         offset = base + rel
+        if not _in_int64(offset):
+            raise CorruptRecordError(f"base offset {base} + inner offset {rel} overflows int64",
+                                     offset=mpos)
         if offset >= start_offset:
             _append(out, offset, ts, ts_type, key, value, [])
     return max(wrapper_offset, base + last_relative)

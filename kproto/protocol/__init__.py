@@ -227,7 +227,7 @@ def _decode_embedded(message: Message, data: Any) -> dict[str, Any]:
         raise ProtocolError(f"{message.name}: {len(buf)} bytes is too short for a version")
     version = struct.unpack_from(">h", buf)[0]
     if version < 0:
-        raise ProtocolError(f"{message.name}: invalid version {version}")
+        raise ProtocolError(f"{message.name}: invalid version {version}", offset=0)
     out = codec_for(message, min(version, _CONSUMER_PROTOCOL_MAX)).decode_lenient(buf, 2)
     out["version"] = version
     return out

@@ -85,8 +85,8 @@ class Reader:
     def uvarint(self) -> int:
         try:
             value, self.pos = codec.decode_uvarint(self.buf, self.pos)
-        except ValueError as exc:
-            raise _Fail(str(exc), self.pos) from None
+        except ValueError as exc:  # DecodeError: its message, without its own "at byte"
+            raise _Fail(getattr(exc, "message", str(exc)), self.pos) from None
         return value
 
     def raw(self, n: int) -> bytes:

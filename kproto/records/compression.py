@@ -32,6 +32,10 @@ _BY_NAME = {v: k for k, v in CODEC_NAMES.items()}
 #: response; 256 MiB leaves room while stopping bombs).
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 
+#: Streams are decompressed this much at a time, so a bomb is stopped within one step of
+#: the cap: the peak is max_decompressed + _STEP, whatever the stream claims or holds.
+_STEP = 1 << 20
+
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = 16
 XERIAL_BLOCK = 32 * 1024
@@ -56,7 +60,12 @@ def _corrupt(codec: int, what: str, cause: BaseException | None = None) -> Corru
     return err
 
 
-def _too_big(codec: int, max_size: int) -> DecompressionLimitError:
+def _too_big(codec: int, max_size: int, declared: int | None = None
+             ) -> DecompressionLimitError:
+    if declared is not None:
+        return DecompressionLimitError(
+            f"{CODEC_NAMES[codec]}: a batch declares {declared} decompressed bytes, more than "
+            f"max_decompressed ({max_size})")
     return DecompressionLimitError(
         f"{CODEC_NAMES[codec]}: a batch decompresses to more than {max_size} bytes "
         "(max_decompressed)")
@@ -73,9 +82,22 @@ def decompress(codec: int, data: Any, *, magic: int = 2,
 
 
 def decompress_buffer(codec: int, data: Any, *, magic: int = 2,
-                      max_size: int = DEFAULT_MAX_DECOMPRESSED) -> Any:
+                      max_size: int = DEFAULT_MAX_DECOMPRESSED, offset: int | None = None
+                      ) -> Any:
     """Like :func:`decompress`, but may return the codec library's own buffer object
-    (anything with the buffer protocol) to save a copy: what the record decoder uses."""
+    (anything with the buffer protocol) to save a copy: what the record decoder uses.
+
+    ``offset``, the byte offset of the batch (or message) in the record set, goes into
+    the error raised for corrupt data, so the message says where."""
+    try:
+        return _decompress(codec, data, magic, max_size)
+    except CorruptRecordError as exc:
+        if exc.offset is None:
+            exc.offset = offset
+        raise
+
+
+def _decompress(codec: int, data: Any, magic: int, max_size: int) -> Any:
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
@@ -91,28 +113,30 @@ def decompress_buffer(codec: int, data: Any, *, magic: int = 2,
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
-def _gunzip(data: Any, max_size: int) -> bytes:
-    out: list[bytes] = []
-    total = 0
+def _gunzip(data: Any, max_size: int) -> bytearray:
+    out = bytearray()
     view = memoryview(data).cast("B")
     try:
         while view.nbytes:
             d = zlib.decompressobj(wbits=31)  # gzip container only
-            chunk = d.decompress(view, max_size - total + 1)
-            total += len(chunk)
-            out.append(chunk)
-            if total > max_size:
-                raise _too_big(GZIP, max_size)
-            if not d.eof:
-                if d.unconsumed_tail:
+            src: Any = view
+            while not d.eof:
+                step = min(_STEP, max_size - len(out) + 1)
+                chunk = d.decompress(src, step)
+                out += chunk
+                if len(out) > max_size:
                     raise _too_big(GZIP, max_size)
+                src = d.unconsumed_tail
+                if not src and len(chunk) < step:
+                    break  # input used up before the end of the stream
+            if not d.eof:
                 raise _corrupt(GZIP, "truncated gzip stream")
             view = memoryview(d.unused_data)
             if view.nbytes and view[:2] != b"\x1f\x8b":
                 break  # trailing garbage after the last member: ignored, like Java
     except zlib.error as exc:
         raise _corrupt(GZIP, f"invalid data ({exc})", exc) from None
-    return b"".join(out)
+    return out
 
 
 def _uvarint_prefix(view: memoryview) -> int:
@@ -226,18 +250,30 @@ def _lz4_fix_header_checksum(view: memoryview) -> bytes:
     return bytes(fixed)
 
 
-def _unlz4(data: Any, magic: int, max_size: int) -> bytes:
+def _unlz4(data: Any, magic: int, max_size: int) -> bytearray:
     import lz4.frame
 
     view = memoryview(data).cast("B")
     src: Any = _lz4_fix_header_checksum(view) if magic == 0 else view
+    try:  # a frame that declares its size is refused before anything is decompressed
+        declared = lz4.frame.get_frame_info(src)["content_size"]
+    except (RuntimeError, ValueError, TypeError):
+        declared = 0  # no valid header: the decompressor says what is wrong
+    if declared > max_size:
+        raise _too_big(LZ4, max_size, declared)
     d = lz4.frame.LZ4FrameDecompressor()
+    out = bytearray()
     try:
-        out = d.decompress(src, max_length=max_size + 1)
+        while True:
+            chunk = d.decompress(src, max_length=min(_STEP, max_size - len(out) + 1))
+            out += chunk
+            if len(out) > max_size:
+                raise _too_big(LZ4, max_size)
+            if d.eof or d.needs_input or not chunk:
+                break
+            src = b""  # more output is waiting inside the decompressor
     except RuntimeError as exc:
         raise _corrupt(LZ4, f"invalid frame ({exc})", exc) from None
-    if len(out) > max_size or (not d.eof and d.needs_input is False):
-        raise _too_big(LZ4, max_size)
     if not d.eof:
         raise _corrupt(LZ4, "truncated frame")
     return out
@@ -246,26 +282,31 @@ def _unlz4(data: Any, magic: int, max_size: int) -> bytes:
 _zstd_local = threading.local()
 
 
-def _unzstd(data: Any, max_size: int) -> bytes:
+def _unzstd(data: Any, max_size: int) -> bytearray:
     import zstandard
 
     dctx = getattr(_zstd_local, "dctx", None)
     if dctx is None:
         dctx = _zstd_local.dctx = zstandard.ZstdDecompressor()
-    out, total = [], 0
+    try:  # a frame that declares its size is refused before anything is decompressed
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        declared = -1  # no valid header: the decompressor says what is wrong
+    if declared > max_size:
+        raise _too_big(ZSTD, max_size, declared)
+    out = bytearray()
     try:
         with dctx.stream_reader(data, read_across_frames=True, closefd=False) as reader:
             while True:
-                chunk = reader.read(min(1 << 20, max_size - total + 1))
+                chunk = reader.read(min(_STEP, max_size - len(out) + 1))
                 if not chunk:
                     break
-                total += len(chunk)
-                if total > max_size:
+                out += chunk
+                if len(out) > max_size:
                     raise _too_big(ZSTD, max_size)
-                out.append(chunk)
     except zstandard.ZstdError as exc:
         raise _corrupt(ZSTD, f"invalid data ({exc})", exc) from None
-    return b"".join(out)
+    return out
 
 
 # --------------------------------------------------------------------------- compress
