@@ -45,12 +45,18 @@ SHORT_SECONDS = 4
 def child(target: str, build: str | None, libfuzzer_args: list[str],
           keep_going: str | None = None) -> None:
     """Fuzz one target in this process (atheris.Fuzz never returns)."""
-    # libFuzzer's coverage hooks must be global symbols before an instrumented _codec loads
-    flags = sys.getdlopenflags()
-    sys.setdlopenflags(os.RTLD_NOW | os.RTLD_GLOBAL)
+    import ctypes
+
     import atheris
-    import atheris.core_with_libfuzzer  # noqa: F401
-    sys.setdlopenflags(flags)
+
+    # libFuzzer's coverage hooks must be global symbols before an instrumented _codec loads:
+    # preloaded (--asan: asan_with_fuzzer.so), or atheris's own copy loaded RTLD_GLOBAL
+    preloaded = hasattr(ctypes.CDLL(None), "LLVMFuzzerRunDriver")
+    if not preloaded:
+        flags = sys.getdlopenflags()
+        sys.setdlopenflags(os.RTLD_NOW | os.RTLD_GLOBAL)
+        import atheris.core_with_libfuzzer  # noqa: F401
+        sys.setdlopenflags(flags)
     if build:
         sys.path.insert(0, str(Path(build).resolve()))
     # instrument_imports takes whole packages: exclude every other kproto module
@@ -69,23 +75,20 @@ def child(target: str, build: str | None, libfuzzer_args: list[str],
     print(f"kproto-fuzz: {target}: kproto._codec from {kproto._codec.__file__}", flush=True)
     one_input = targets.make(target, keep_going)
     # internal_libfuzzer: the copy loaded above, whose hooks the instrumented _codec uses
-    atheris.Setup([sys.argv[0], *libfuzzer_args], one_input, internal_libfuzzer=True)
+    atheris.Setup([sys.argv[0], *libfuzzer_args], one_input, internal_libfuzzer=not preloaded)
     atheris.Fuzz()
 
 
 # --------------------------------------------------------------------------- the driver
 
 
-def asan_env() -> dict[str, str]:
-    """Preload clang's ASan runtime (the asan build's extension expects it)."""
-    cc = os.environ.get("CLANG", "clang-14")
-    runtime = subprocess.run([cc, "-print-file-name=libclang_rt.asan-x86_64.so"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+def asan_env(build: str) -> dict[str, str]:
+    """Preload the ASan runtime with libFuzzer that build.sh asan made next to the build."""
+    runtime = Path(build) / "asan_with_fuzzer.so"
+    if not runtime.exists():
+        sys.exit(f"{runtime} is missing: build with tests/fuzz/build.sh asan {build}")
     return {
-        "LD_PRELOAD": runtime,
-        # libFuzzer's coverage hooks are strong symbols, the ASan runtime's weak ones:
-        # let the dynamic linker keep looking past the preloaded runtime
-        "LD_DYNAMIC_WEAK": "1",
+        "LD_PRELOAD": str(runtime),
         "ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1:handle_segv=1:"
                         "abort_on_error=1:symbolize=1",
         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
@@ -137,7 +140,7 @@ def run_target(target: str, args: argparse.Namespace, extra: list[str]) -> dict[
     cmd += ["--", *fuzz_args]
     env = dict(os.environ)
     if args.asan:
-        env.update(asan_env())
+        env.update(asan_env(args.build))
     log_path = work / "log.txt"
     started = time.monotonic()
     with open(log_path, "w") as log:
@@ -180,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="triage: save failing inputs as WORK/TARGET/finding-* and go on")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.asan and not args.build:
+        p.error("--asan needs --build DIR (made by tests/fuzz/build.sh asan DIR)")
     if args.child:
         child(args.child, args.build, extra,
               str(Path(args.work) / args.child) if args.keep_going else None)
