@@ -33,6 +33,7 @@ from . import records
 from .config import resolve
 from .errors import (
     ConfigError,
+    CorruptRecordError,
     IllegalStateError,
     KafkaConnectionError,
     KprotoError,
@@ -520,6 +521,7 @@ class Consumer:
             assert cls is not None
             raise cls("Fetch failed")
         names = meta.topic_names()
+        _check_fetched(cols, sliced, fetch.offsets, names)
         stale: set[tuple[str, int]] = set()
         out_of_range: list[TopicPartition] = []
         for p in sliced.partitions:
@@ -531,8 +533,9 @@ class Consumer:
             if p.error_code == _OUT_OF_RANGE or past_end:
                 # (Tansu answers a position past the log end with no error; Kafka with
                 # OFFSET_OUT_OF_RANGE: both mean the log no longer has that position)
-                out_of_range.append(tp)
                 stale.add(tp)
+                if asked is not None and self._really_out_of_range(tp, asked):
+                    out_of_range.append(tp)
             elif p.error_code:
                 cls = error_for_code(p.error_code)
                 assert cls is not None
@@ -550,6 +553,59 @@ class Consumer:
             self._reset(out_of_range, OffsetOutOfRangeError(
                 "fetch offset out of range", partitions=str(out_of_range)))
         return cols
+
+
+    def _really_out_of_range(self, tp: TopicPartition, asked: int) -> bool:
+        """Whether ``asked`` is outside the log of ``tp``, asked again: a Fetch answer's
+        error code and high watermark are not covered by any checksum, and resetting
+        the position on a damaged one would deliver records twice (or skip some)."""
+        try:
+            (start, _), = self._list_offsets({tp: EARLIEST}).values()
+            (end, _), = self._list_offsets({tp: LATEST}).values()
+        except KprotoError as exc:
+            log.debug("cannot confirm that %s offset %d is out of range: %s", tp, asked, exc)
+            return False
+        return not start <= asked <= end
+
+
+def _check_fetched(cols: RecordColumns, sliced: Any, asked: Mapping[TopicPartition, int],
+                   names: Mapping[uuid.UUID, str]) -> None:
+    """Refuse a Fetch answer whose unchecksummed parts contradict themselves.
+
+    A record batch's CRC-32C covers its records but not its base offset, and
+    nothing covers the Fetch framing (topic, partition, high watermark), so
+    damage there would label good records wrongly. Raise CorruptRecordError
+    (before any position moves) when the answer names a partition that was not
+    asked for, or a partition's offsets do not increase or reach past its high
+    watermark.
+    """
+    hwm: dict[tuple[str, int], int] = {}
+    for p in sliced.partitions:
+        tp = TopicPartition(topic_of(p, names), p.partition)
+        if tp not in asked:
+            raise CorruptRecordError(f"the Fetch answer has {tp.topic}[{tp.partition}], "
+                                     "which was not asked for (damaged response?)")
+        if not p.error_code:
+            hwm[tp] = p.high_watermark
+    for (topic, partition), nxt in _next_offsets(cols).items():
+        tp = TopicPartition(topic or "", partition)
+        mark = hwm.get(tp, -1)
+        if 0 <= mark < nxt and nxt > asked.get(tp, nxt):
+            raise CorruptRecordError(
+                f"{topic}[{partition}]: a record batch ends at offset {nxt - 1}, past the high "
+                f"watermark {mark} (damaged base offset?)")
+    if len(cols) > 1:
+        import numpy as np
+
+        offsets = cols.offset
+        if cols.partition_column is not None and cols.topic_index is not None:
+            same = (cols.partition_column[1:] == cols.partition_column[:-1]) & \
+                (cols.topic_index[1:] == cols.topic_index[:-1])
+        else:
+            same = np.ones(len(offsets) - 1, bool)
+        if np.any(same & (offsets[1:] <= offsets[:-1])):
+            raise CorruptRecordError("a Fetch answer's record offsets go backwards within a "
+                                     "partition (damaged base offset?)")
 
 
 def _topic_id(meta: Any, topic: str) -> uuid.UUID:

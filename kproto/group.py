@@ -125,24 +125,33 @@ class GroupCoordinator:
                 return self._conn
             self._conn = None
             address = find_coordinator(self.cluster, self.group_id)
-            # JoinGroup is held by the coordinator until the rebalance ends
-            wait = max(self.cluster.request_timeout,
-                       self.config["max_poll_interval_ms"] / 1000 + 5)
-            conn = self.cluster.new_connection(address, timeout=wait)
+            conn = self.cluster.new_connection(address)
             conn.connect()
             self._conn = conn
             return conn
 
-    def _request(self, api_key: int, fields: Fields) -> dict[str, Any]:
-        """A request to the coordinator; a connection error or a NOT_COORDINATOR
-        answer forgets it (found again next time)."""
+    def _rebalance_wait(self) -> float:
+        """How long a JoinGroup/SyncGroup answer may take: the coordinator holds it
+        until the rebalance ends (up to the rebalance timeout)."""
+        return max(self.cluster.request_timeout, self.config["max_poll_interval_ms"] / 1000 + 5)
+
+    def _request(self, api_key: int, fields: Fields, *, timeout: float | None = None
+                 ) -> dict[str, Any]:
+        """A request to the coordinator, answered within ``timeout`` (default the
+        request timeout); a connection error or a NOT_COORDINATOR answer forgets
+        the coordinator (found again next time)."""
         with self._lock:
             conn = self._coordinator()
+            saved = conn.timeout
+            if timeout is not None:
+                conn.timeout = timeout
             try:
                 body = conn.request(api_key, fields)
             except (KafkaConnectionError, KafkaTimeoutError):
                 self._drop_coordinator()
                 raise
+            finally:
+                conn.timeout = saved
             if body.get("error_code") in _COORDINATOR_GONE:
                 self._drop_coordinator()
             return body
@@ -248,7 +257,8 @@ class GroupCoordinator:
                 "session_timeout_ms": self.config["session_timeout_ms"],
                 "rebalance_timeout_ms": self.config["max_poll_interval_ms"],
                 "member_id": self.member_id, "group_instance_id": self.instance_id,
-                "protocol_type": "consumer", "protocols": protocols, "reason": None})
+                "protocol_type": "consumer", "protocols": protocols, "reason": None},
+                timeout=self._rebalance_wait())
             code = body["error_code"]
             if code == MEMBER_ID_REQUIRED:
                 self.member_id = body["member_id"]
@@ -277,7 +287,7 @@ class GroupCoordinator:
                 "group_id": self.group_id, "generation_id": self.generation,
                 "member_id": self.member_id, "group_instance_id": self.instance_id,
                 "protocol_type": "consumer", "protocol_name": self.protocol_name,
-                "assignments": assignments})
+                "assignments": assignments}, timeout=self._rebalance_wait())
             code = body["error_code"]
             if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
                 self.member_id, self.generation = "", -1
@@ -461,10 +471,14 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ leaving
 
     def close(self) -> None:
-        """Commit (with auto-commit), stop heartbeats and leave the group."""
+        """Commit (with auto-commit), stop heartbeats and leave the group. A commit
+        that fails here is logged, not raised (as Java's consumer does): closing
+        must not fail because the coordinator is gone."""
         try:
             if self._joined:
                 self.maybe_auto_commit(force=True)
+        except KprotoError as exc:
+            log.warning("group %s: commit on close failed: %s", self.group_id, exc)
         finally:
             self._stop_heartbeat()
             if self._joined and self.member_id and self.instance_id is None:

@@ -429,10 +429,13 @@ class Producer:
                 self._flushing -= 1
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush, stop the sender thread and close the connections. Records still
-        unsent at ``timeout`` fail with KafkaTimeoutError."""
+        """Flush, stop the sender thread and close the connections, within
+        ``timeout`` seconds in all. Records still unsent then fail with
+        KafkaConnectionError; a sender thread still blocked on a broker that
+        stopped answering ends at its next socket timeout."""
         if self._closed:
             return
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             if self._sender.is_alive():
                 self.flush(timeout)
@@ -442,7 +445,8 @@ class Producer:
             with self._cond:
                 self._closing = True
                 self._cond.notify_all()
-            self._sender.join(timeout)
+            self._sender.join(None if deadline is None
+                              else max(0.0, deadline - time.monotonic()))
             self._closed = True
             self._fail_everything(KafkaConnectionError("the producer was closed"))
             self._cluster.close()

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import records
 from .errors import (
+    CorruptRecordError,
     KafkaTimeoutError,
     KprotoError,
     OffsetOutOfRangeError,
@@ -119,7 +120,11 @@ def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[An
     found = cluster.call(attempt, "ListOffsets", timeout=timeout)
     latest = {tp: off for tp, (off, _) in found.items() if wanted[tp] == LATEST}
     if latest:
-        for tp, hwm in _high_watermarks(cluster, latest, read_committed).items():
+        # retried like ListOffsets: skipping a failed look-up would return Tansu's
+        # short "latest" as the end offset
+        marks = cluster.call(lambda: _high_watermarks(cluster, latest, read_committed),
+                             "Fetch (high watermark)", timeout=timeout)
+        for tp, hwm in marks.items():
             if hwm > found[tp][0]:
                 found[tp] = (hwm, found[tp][1])
     return found
@@ -159,10 +164,10 @@ def _high_watermarks(cluster: Cluster, at: Mapping[Any, int], read_committed: bo
     names = cluster.metadata.topic_names()
     for result in cluster.send_many(requests, raw=True).values():
         if isinstance(result, Exception):
-            continue
+            raise result
         for resp in result:
             if resp.error is not None:
-                continue
+                raise resp.error
             for p in records.slice_fetch(resp.body, resp.request.version).partitions:
                 key = keys.get((topic_of(p, names), p.partition))
                 if key is not None and not p.error_code:
@@ -438,6 +443,7 @@ def _absorb(cluster: Cluster, resp: Any, sent: list[_Range], result: ReadResult,
                               start_offset=r.position, check_crc=check_crc,
                               aborted_transactions=(p.aborted_transactions or [])
                               if read_committed else None)
+        _check_offsets(cols, p.high_watermark, topic, p.partition)
         if cols.next_offset > r.position:
             progress = True
         if len(cols):
@@ -449,3 +455,15 @@ def _absorb(cluster: Cluster, resp: Any, sent: list[_Range], result: ReadResult,
                 result.batches.append(batch)
         r.position = max(r.position, cols.next_offset)
     return progress
+
+
+def _check_offsets(cols: Any, high_watermark: int, topic: str, partition: int) -> None:
+    """A record batch's base offset is outside its CRC: refuse offsets that go
+    backwards or past the high watermark rather than label records wrongly."""
+    if 0 <= high_watermark < cols.next_offset:
+        raise CorruptRecordError(f"{topic}[{partition}]: a record batch ends at offset "
+                                 f"{cols.next_offset - 1}, past the high watermark "
+                                 f"{high_watermark} (damaged base offset?)")
+    if len(cols) > 1 and np.any(cols.offset[1:] <= cols.offset[:-1]):
+        raise CorruptRecordError(f"{topic}[{partition}]: record offsets go backwards "
+                                 "(damaged base offset?)")

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from .. import __version__, protocol
 from ..errors import (
+    IllegalStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
     ProtocolError,
@@ -153,6 +154,11 @@ class BrokerConnection:
         return their :class:`~kproto.net.Response` objects in order."""
         self.connect()
         assert self._conn is not None
+        if self._conn.in_flight:
+            # the answers read next would be theirs, not ours
+            raise IllegalStateError(f"{self.in_flight} requests to {self.address} are in "
+                                    "flight (sent with send()): a blocking request must wait "
+                                    "for them, use another connection")
         sent = [self._conn.send(key, fields, version=version, raw=raw)
                 for key, fields in requests]
         self._write(self._conn.data_to_send())

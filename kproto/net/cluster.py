@@ -29,6 +29,8 @@ from ..errors import (
     KafkaTimeoutError,
     KprotoError,
     ProtocolError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
     error_for_code,
 )
 from ..protocol import ApiKey
@@ -206,16 +208,20 @@ class Cluster:
             raise
 
     def any_connection(self) -> BrokerConnection:
-        """A connection to some live broker: a known one, else a bootstrap server."""
+        """A connection to some live broker with no request in flight (a blocking
+        request on a connection the producer has Produce requests in flight on
+        would be handed their answers): a known one, else a bootstrap server."""
         self._check_open()
         for conn in self._connections.values():
-            if conn.connected:
+            if conn.connected and not conn.in_flight:
                 return conn
         for node_id in random.sample(list(self.metadata.brokers), len(self.metadata.brokers)):
             try:
-                return self.connection(node_id)
+                conn = self.connection(node_id)
             except KprotoError:
                 continue
+            if not conn.in_flight:
+                return conn
         return self._bootstrap()
 
     def _bootstrap(self) -> BrokerConnection:
@@ -226,6 +232,8 @@ class Cluster:
             conn = self.new_connection(address)
             try:
                 conn.connect()
+            except (SaslAuthenticationFailedError, UnsupportedSaslMechanismError):
+                raise       # wrong credentials or mechanism: asking again will not help
             except KprotoError as exc:
                 errors.append(f"{address}: {exc}")
                 continue
@@ -285,7 +293,7 @@ class Cluster:
                 body = conn.request(ApiKey.METADATA, request)
             except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
                 self._close_all()
-                if time.monotonic() + 0.01 >= deadline:
+                if self._closed or time.monotonic() + 0.01 >= deadline:
                     raise
                 log.debug("metadata request failed (%s); retrying", exc)
                 time.sleep(min(next(delays), max(0.0, deadline - time.monotonic())))
