@@ -18,7 +18,7 @@ import pytest
 from .fuzz.targets import TARGETS
 
 ROOT = Path(__file__).resolve().parent.parent
-SECONDS = 4
+SECONDS = 3
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("atheris") is None,

@@ -6,6 +6,7 @@
     python tests/fuzz/run.py --long --build /tmp/kproto-fuzz-cov        # Cython edges too
     python tests/fuzz/run.py --runs 1000000 --build /tmp/kproto-fuzz-asan --asan  # ASan+UBSan
     python tests/fuzz/run.py records_cython -- -only_ascii=1              # more libFuzzer flags
+    python tests/fuzz/run.py records_cython --replay WORK/records_cython/crash-*  # reproduce
 
 Targets and the oracle are in tests/fuzz/targets.py, seeds in tests/fuzz/corpus/<decoder>/
 (tests/fuzz/seeds.py writes them). ``--build DIR`` imports kproto from a copy built by
@@ -42,21 +43,27 @@ SHORT_SECONDS = 4
 # --------------------------------------------------------------------------- the child
 
 
+def load_libfuzzer() -> bool:
+    """Make libFuzzer's coverage hooks global symbols, which an instrumented _codec needs
+    to load: already there (preloaded, --asan: asan_with_fuzzer.so; returns True), or
+    atheris's own copy loaded RTLD_GLOBAL."""
+    import ctypes
+
+    if hasattr(ctypes.CDLL(None), "LLVMFuzzerRunDriver"):
+        return True
+    flags = sys.getdlopenflags()
+    sys.setdlopenflags(os.RTLD_NOW | os.RTLD_GLOBAL)
+    import atheris.core_with_libfuzzer  # noqa: F401
+    sys.setdlopenflags(flags)
+    return False
+
+
 def child(target: str, build: str | None, libfuzzer_args: list[str],
           keep_going: str | None = None) -> None:
     """Fuzz one target in this process (atheris.Fuzz never returns)."""
-    import ctypes
-
     import atheris
 
-    # libFuzzer's coverage hooks must be global symbols before an instrumented _codec loads:
-    # preloaded (--asan: asan_with_fuzzer.so), or atheris's own copy loaded RTLD_GLOBAL
-    preloaded = hasattr(ctypes.CDLL(None), "LLVMFuzzerRunDriver")
-    if not preloaded:
-        flags = sys.getdlopenflags()
-        sys.setdlopenflags(os.RTLD_NOW | os.RTLD_GLOBAL)
-        import atheris.core_with_libfuzzer  # noqa: F401
-        sys.setdlopenflags(flags)
+    preloaded = load_libfuzzer()
     if build:
         sys.path.insert(0, str(Path(build).resolve()))
     # instrument_imports takes whole packages: exclude every other kproto module
@@ -163,6 +170,29 @@ def run_target(target: str, args: argparse.Namespace, extra: list[str]) -> dict[
     return result
 
 
+def replay(names: list[str], files: list[str], build: str | None) -> int:
+    """Run saved inputs through one target's oracle, printing what each does."""
+    import traceback
+
+    if len(names) != 1 or names[0] not in TARGETS:
+        sys.exit(f"--replay needs exactly one target of {list(TARGETS)}")
+    if build:
+        load_libfuzzer()
+        sys.path.insert(0, str(Path(build).resolve()))
+    from tests.fuzz import targets
+
+    one_input = targets.make(names[0])
+    failed = 0
+    for path in files:
+        try:
+            one_input(Path(path).read_bytes())
+            print(f"{path}: ok")
+        except Exception:  # noqa: BLE001 - shown, and counted
+            failed += 1
+            print(f"{path}: FAILS\n{traceback.format_exc()}")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -181,8 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default="/tmp/kproto-fuzz-work", help="corpora, logs, findings")
     p.add_argument("--keep-going", action="store_true",
                    help="triage: save failing inputs as WORK/TARGET/finding-* and go on")
+    p.add_argument("--replay", nargs="+", metavar="FILE",
+                   help="run these inputs through the target's oracle once (no atheris)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.replay:
+        return replay(args.targets, args.replay, args.build)
     if args.asan and not args.build:
         p.error("--asan needs --build DIR (made by tests/fuzz/build.sh asan DIR)")
     if args.child:
