@@ -25,7 +25,9 @@ from libc.stdint cimport (
 from cpython.buffer cimport PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
 
 import numpy as _np
-from kproto.errors import CorruptRecordError as _CorruptRecordError, CrcError as _CrcError
+from kproto.errors import (
+    ConfigError as _ConfigError, CorruptRecordError as _CorruptRecordError, CrcError as _CrcError,
+)
 from kproto.records import compression as _compression
 from kproto.records.columns import (
     BinaryColumn as _BinaryColumn, BinaryViewColumn as _BinaryViewColumn,
@@ -585,6 +587,8 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
     cdef const unsigned char[::1] inner_view
     cdef const unsigned char *body
     cdef Decoder d
+    if binary_view and end > 0x7FFFFFFF:
+        _views_too_big(end)
     memset(&d, 0, sizeof(Decoder))
     d.start_offset = start_offset
     d.views = binary_view
@@ -655,6 +659,8 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                     body = &inner_view[0] if inner_view.shape[0] else NOTHING
                     rpos, rstop = 0, inner_view.shape[0]
                     if binary_view:
+                        if inner_view.shape[0] > 0x7FFFFFFF:
+                            _views_too_big(inner_view.shape[0])
                         buffers.append(inner)
                         buf_index = len(buffers) - 1
                 else:
@@ -696,6 +702,11 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
         gb_free(&d.offset); gb_free(&d.timestamp); gb_free(&d.ts_type)
         gb_free(&d.header_offsets)
         bin_free(&d.key); bin_free(&d.value); bin_free(&d.hkey); bin_free(&d.hvalue)
+
+
+cdef int _views_too_big(Py_ssize_t size) except -1:
+    raise _ConfigError(f"binary_view=True needs buffers under 2 GiB (Arrow views hold int32 "
+                       f"offsets), not {size} bytes: decode in parts, or with binary_view=False")
 
 
 cdef Py_ssize_t _rows_hint(const unsigned char *base, Py_ssize_t end) noexcept nogil:
@@ -786,6 +797,8 @@ cdef int64_t _legacy_inner(Decoder *d, object inner, int64_t wrapper_offset, int
     cdef int64_t rel, last_rel = 0, ts, base_offset, offset
     cdef uint32_t stored
     cdef int32_t buf_index = 0
+    if d.views and end > 0x7FFFFFFF:
+        _views_too_big(end)
     messages = []
     while end - pos >= 12:
         size = kp_load_i32(base + pos + 8)

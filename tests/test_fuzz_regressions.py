@@ -212,3 +212,44 @@ def test_engine_varint_errors_name_the_position_once() -> None:
     with pytest.raises(ProtocolError) as info:
         protocol.decode(18, 3, "response", b"\x00\x00\x80")   # api_keys count cut short
     assert str(info.value).count("at byte") == 1
+
+
+# --------------------------------------------------------------------------- by reading
+
+
+@pytest.mark.parametrize("decode", TWINS)
+def test_binary_view_refuses_buffers_its_int32_offsets_cannot_reach(decode, tmp_path) -> None:
+    """Views hold int32 offsets: past 2 GiB they would point at the wrong bytes (or outside
+    the buffer). Found reading the code, not fuzzing (inputs are 8 KiB). A sparse file: no
+    memory is used."""
+    import mmap
+
+    from kproto.errors import ConfigError
+
+    path = tmp_path / "big"
+    batch = batch_v2(sample_records(2))
+    with open(path, "wb") as f:
+        f.write(batch)
+        f.truncate(2**31 + 100)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        with pytest.raises(ConfigError, match="2 GiB"):
+            decode(m, binary_view=True)
+        assert len(decode(m[:len(batch)], binary_view=True)) == 2   # a copy: under 2 GiB
+
+
+@pytest.mark.parametrize("decode", TWINS)
+def test_binary_view_refuses_decompressed_buffers_past_2gib(decode, monkeypatch) -> None:
+    import mmap
+
+    from kproto.errors import ConfigError
+
+    # a decompressed batch of 2 GiB + 1 (a cap raised that far): an anonymous mapping whose
+    # pages are never touched stands in for it
+    monkeypatch.setattr(compression, "decompress_buffer",
+                        lambda *args, **kwargs: mmap.mmap(-1, 2**31 + 1))
+    batch = batch_v2(sample_records(40), codec=1)
+    with pytest.raises(ConfigError, match="2 GiB"):
+        decode(batch, binary_view=True, max_decompressed=2**32)
+    legacy = message_set([Rec(b"k", b"v" * 50, [], 1)] * 3, magic=1, codec=1)
+    with pytest.raises(ConfigError, match="2 GiB"):
+        decode(legacy, binary_view=True, max_decompressed=2**32)

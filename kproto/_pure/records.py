@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..errors import CorruptRecordError, CrcError
+from ..errors import ConfigError, CorruptRecordError, CrcError
 from ..records import compression
 from ..records.columns import BinaryColumn, BinaryViewColumn, HeaderColumn, RecordColumns
 from .crc import crc32c
@@ -97,6 +97,13 @@ def _varint(buf: Any, pos: int, end: int, what: str, limit: int = 5) -> tuple[in
     return value, pos
 
 
+def _views_fit(size: int) -> None:
+    if size > 0x7FFFFFFF:
+        raise ConfigError(f"binary_view=True needs buffers under 2 GiB (Arrow views hold int32 "
+                          f"offsets), not {size} bytes: decode in parts, or with "
+                          "binary_view=False")
+
+
 def _in_int64(n: int) -> bool:
     return INT64_MIN <= n <= INT64_MAX
 
@@ -124,6 +131,8 @@ def decode_records(
     See :func:`kproto.records.decode` for the rules.
     """
     data = memoryview(buf).cast("B")
+    if binary_view:
+        _views_fit(len(data))
     out = _Out(binary_view)
     out.source_view = data
     out.buffers.append(buf)
@@ -203,6 +212,8 @@ def _batch_v2(data: memoryview, pos: int, stop: int, out: _Out, start_offset: in
         body = memoryview(compression.decompress_buffer(codec, data[rpos:stop], magic=2,
                                                         max_size=max_decompressed, offset=pos))
         rpos, rend = 0, len(body)
+        if out.binary_view:
+            _views_fit(rend)
     if attributes & ATTR_CONTROL:
         if count and aborted.enabled and pid >= 0:
             aborted.skip_batch(pid, last_offset, False)  # consume txns begun up to here
@@ -339,6 +350,8 @@ def _legacy_message(data: Any, pos: int, stop: int, out: _Out, start_offset: int
         raise CorruptRecordError("compressed message without a value", offset=pos)
     inner = memoryview(compression.decompress_buffer(codec, _slice(value), magic=magic,
                                                      max_size=max_decompressed, offset=pos))
+    if out.binary_view:
+        _views_fit(len(inner))
     return _legacy_inner(inner, offset, magic, timestamp, ts_type, out, start_offset, check_crc)
 
 
