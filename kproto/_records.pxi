@@ -209,6 +209,7 @@ cdef struct Decoder:
     BinOut hkey
     BinOut hvalue
     int64_t start_offset
+    Py_ssize_t decompressed  # bytes decompressed so far: all batches share max_decompressed
     int32_t headers_total
     bint views
     int err
@@ -653,9 +654,11 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                 ts_type = 1 if attributes & 0x08 else 0
                 if codec:
                     inner = _compression.decompress_buffer(
-                        codec, view[pos + 61:stop], magic=2, max_size=max_decompressed,
-                        offset=pos)
+                        codec, view[pos + 61:stop], magic=2,
+                        max_size=max_decompressed - d.decompressed, offset=pos,
+                        total=max_decompressed)
                     inner_view = inner
+                    d.decompressed += inner_view.shape[0]
                     body = &inner_view[0] if inner_view.shape[0] else NOTHING
                     rpos, rstop = 0, inner_view.shape[0]
                     if binary_view:
@@ -769,7 +772,8 @@ cdef int64_t _legacy_message(Decoder *d, object src, const unsigned char *base,
     if value_len < 0:
         raise _CorruptRecordError("compressed message without a value", offset=pos)
     inner = _compression.decompress_buffer(codec, src[value_pos:value_pos + value_len],
-                                           magic=magic, max_size=max_decompressed, offset=pos)
+                                           magic=magic, max_size=max_decompressed - d.decompressed,
+                                           offset=pos, total=max_decompressed)
     return _legacy_inner(d, inner, offset, magic, ts, ts_type, check_crc, buffers)
 
 
@@ -797,6 +801,7 @@ cdef int64_t _legacy_inner(Decoder *d, object inner, int64_t wrapper_offset, int
     cdef int64_t rel, last_rel = 0, ts, base_offset, offset
     cdef uint32_t stored
     cdef int32_t buf_index = 0
+    d.decompressed += end
     if d.views and end > 0x7FFFFFFF:
         _views_too_big(end)
     messages = []

@@ -65,6 +65,7 @@ class _Out:
         self.binary_view = binary_view
         self.buffers: list[Any] = []
         self.source_view: Any = None  # the input's memoryview: buffer 0 is the input object
+        self.decompressed = 0  # bytes decompressed so far: all batches share max_decompressed
 
     def buffer_index(self, buf: Any) -> int:
         if buf is self.source_view:
@@ -209,9 +210,11 @@ def _batch_v2(data: memoryview, pos: int, stop: int, out: _Out, start_offset: in
     body: Any = data
     rpos, rend = pos + V2_OVERHEAD, stop
     if codec:
-        body = memoryview(compression.decompress_buffer(codec, data[rpos:stop], magic=2,
-                                                        max_size=max_decompressed, offset=pos))
+        body = memoryview(compression.decompress_buffer(
+            codec, data[rpos:stop], magic=2, max_size=max_decompressed - out.decompressed,
+            offset=pos, total=max_decompressed))
         rpos, rend = 0, len(body)
+        out.decompressed += rend
         if out.binary_view:
             _views_fit(rend)
     if attributes & ATTR_CONTROL:
@@ -348,8 +351,10 @@ def _legacy_message(data: Any, pos: int, stop: int, out: _Out, start_offset: int
         raise CorruptRecordError("compressed message nested in a compressed message", offset=pos)
     if value is None:
         raise CorruptRecordError("compressed message without a value", offset=pos)
-    inner = memoryview(compression.decompress_buffer(codec, _slice(value), magic=magic,
-                                                     max_size=max_decompressed, offset=pos))
+    inner = memoryview(compression.decompress_buffer(
+        codec, _slice(value), magic=magic, max_size=max_decompressed - out.decompressed,
+        offset=pos, total=max_decompressed))
+    out.decompressed += len(inner)
     if out.binary_view:
         _views_fit(len(inner))
     return _legacy_inner(inner, offset, magic, timestamp, ts_type, out, start_offset, check_crc)

@@ -65,8 +65,9 @@ def decode(
     * ``binary_view``: keys and values are Arrow ``binary_view`` pointing into ``buf``
       (or the decompressed buffers) instead of copies;
     * malformed input raises :class:`~kproto.errors.CorruptRecordError` with the byte
-      offset; a compressed batch expanding past ``max_decompressed`` bytes raises
-      :class:`~kproto.errors.DecompressionLimitError`.
+      offset; compressed batches expanding past ``max_decompressed`` bytes in all (the
+      whole ``buf``; default 256 MiB) raise :class:`~kproto.errors.DecompressionLimitError`
+      before the excess is allocated.
 
     The result's ``next_offset`` is the offset to fetch next.
     """
@@ -103,7 +104,8 @@ def decode_fetch_response(
 
     ``topic_names`` maps topic ids to names (Fetch v13+ names topics by id only);
     ``start_offsets`` gives each partition's fetch offset (records before it are
-    dropped); ``read_committed`` applies each partition's aborted-transaction list.
+    dropped); ``read_committed`` applies each partition's aborted-transaction list;
+    ``max_decompressed`` caps each partition's record set (see :func:`decode`).
     Partitions with an error contribute no rows; the slice (errors, high
     watermarks, ...) is kept in the result's ``fetch`` attribute.
     """

@@ -82,15 +82,24 @@ def decompress(codec: int, data: Any, *, magic: int = 2,
 
 
 def decompress_buffer(codec: int, data: Any, *, magic: int = 2,
-                      max_size: int = DEFAULT_MAX_DECOMPRESSED, offset: int | None = None
-                      ) -> Any:
+                      max_size: int = DEFAULT_MAX_DECOMPRESSED, offset: int | None = None,
+                      total: int | None = None) -> Any:
     """Like :func:`decompress`, but may return the codec library's own buffer object
     (anything with the buffer protocol) to save a copy: what the record decoder uses.
 
     ``offset``, the byte offset of the batch (or message) in the record set, goes into
-    the error raised for corrupt data, so the message says where."""
+    the error raised for corrupt data, so the message says where. ``total`` is the record
+    set's whole ``max_decompressed`` when ``max_size`` is what earlier batches left of it.
+    """
     try:
         return _decompress(codec, data, magic, max_size)
+    except DecompressionLimitError as exc:
+        if total is None or max_size >= total:
+            exc.offset = offset
+            raise
+        raise DecompressionLimitError(
+            f"{exc.message}: only {max_size} of the record set's max_decompressed ({total}) "
+            "were left after its earlier batches", offset=offset) from None
     except CorruptRecordError as exc:
         if exc.offset is None:
             exc.offset = offset
