@@ -945,7 +945,7 @@ class FaultProxy:
         return bytes(out)
 
     def _rewrite(self, key: int, version: int, frame: bytes) -> bytes:
-        from kproto import protocol   # only in port_map mode: the rest is stdlib-only
+        from kproto import protocol  # only in port_map mode: the rest is stdlib-only
 
         try:
             cid, body = protocol.decode_response(key, version, frame[4:])

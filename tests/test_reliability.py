@@ -318,7 +318,9 @@ def test_consumer_exactly_once_in_order_under_resets_cuts_and_corruption(
         with Chaos(net, 0.15, ("drop", "cut", "cut_request"), seed=1) as chaos:
             for r in range(rounds):
                 with chaos.paused:    # a plain producer's retry could write twice
+                    net.heal()        # (cuts still armed too)
                     _produce_exact(net.bootstrap, unique_topic, net.partitions, r * per, per)
+                    net.set(delay=0.001)
                     if r % 2:
                         net.cut_request_after(rnd.randrange(1, 200))
                     else:
@@ -330,7 +332,7 @@ def test_consumer_exactly_once_in_order_under_resets_cuts_and_corruption(
     for p in range(net.partitions):
         assert seen.seqs[p] == list(range(rounds * per)), f"partition {p}"
     faults = net.faults()
-    assert faults.get("drop", 0) >= rounds and faults.get("corrupt", 0) >= 1, faults
+    assert faults.get("drop", 0) >= rounds // 2 and faults.get("corrupt", 0) >= 1, faults
     assert faults.get("cut", 0) + faults.get("cut_request", 0) >= rounds // 2, faults
     # (a flipped byte shows as a CrcError unless the reset or cut that follows it
     # throws that answer away first)
@@ -769,8 +771,10 @@ def test_every_blocking_call_honours_its_timeout(
     def full_buffer(p: Producer) -> Callable[[], Any]:
         return lambda: [p.send(topic, b"x" * 3000, partition=0) for _ in range(3)]
 
-    fresh = consumer(group=False)
-    fresh.assign([(topic, 1)])                # no position yet: position() must look it up
+    fresh = Consumer(**common)                # no position yet: position() must look it up
+    clients.append(fresh)
+    fresh.assign([(topic, 1)])
+    fresh.end_offsets([(topic, 0)])           # (metadata and connections warm)
     c = {name: consumer() for name in ("poll", "end", "begin", "times", "seek", "committed",
                                        "commit", "read")}
     a = {name: admin() for name in ("topics", "cluster", "create", "delete", "offsets",
@@ -802,7 +806,7 @@ def test_every_blocking_call_honours_its_timeout(
          lambda: c["commit"].commit({(topic, 0): 5})),
         ("Consumer.read_range(timeout_ms=1000)", 1.0,
          lambda: c["read"].read_range(topic, {0: (0, 10)}, timeout_ms=1000)),
-        ("Consumer.close (group member: commit + LeaveGroup)", 1.0, member.close),
+        ("Consumer.close (group member: commit, then LeaveGroup)", 1.0 + RT, member.close),
         ("Admin.list_topics", RT, a["topics"].list_topics),
         ("Admin.describe_cluster", RT, a["cluster"].describe_cluster),
         ("Admin.create_topics(timeout_ms=1000)", 1.0,
@@ -894,11 +898,24 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def _settle(net: Net, fds: int, timeout: float = 5.0) -> None:
-    """Wait for the proxies to see every client connection closed."""
+def _fd_targets() -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return sorted(out)
+
+
+def _settle(net: Net, fds: int, threads: set[int] | None = None,
+            timeout: float = 5.0) -> None:
+    """Wait for the proxies to see every client connection closed (and their
+    threads for it to end)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and (net.connections() or _open_fds() > fds
-                                           or _kproto_threads()):
+    while time.monotonic() < deadline and (
+            net.connections() or _open_fds() > fds or _kproto_threads()
+            or (threads is not None and {t.ident for t in threading.enumerate()} - threads)):
         time.sleep(0.05)
 
 
@@ -949,16 +966,20 @@ def test_no_thread_or_socket_left_after_close(
             a.list_groups()
         return got
 
+    _settle(net, 10 ** 6)                     # threads of earlier tests' clients
     round_(chaos=False)                       # imports, caches, pools: made once
     _settle(net, 10 ** 6)
     base_fds, base_threads = _open_fds(), {t.ident for t in threading.enumerate()}
+    base_targets = _fd_targets()
     for chaos in (True, False):
         round_(chaos)
-        _settle(net, base_fds)
+        _settle(net, base_fds, base_threads)
         assert not _kproto_threads(), _kproto_threads()
         assert net.connections() == 0
-        assert _open_fds() == base_fds, (_open_fds(), base_fds)
-        assert {t.ident for t in threading.enumerate()} <= base_threads
+        assert _open_fds() <= base_fds, (sorted(set(_fd_targets()) - set(base_targets)),
+                                         sorted(set(base_targets) - set(_fd_targets())))
+        assert {t.ident for t in threading.enumerate()} <= base_threads, \
+            [t for t in threading.enumerate() if t.ident not in base_threads]
 
     # closed while the broker hangs
     quick = {**common, "request_timeout_ms": int(RT * 1000)}
@@ -986,8 +1007,8 @@ def test_no_thread_or_socket_left_after_close(
         net.drop()
     assert took < 1.0 + 2 * RT + SLACK, took
     assert not left, left
-    _settle(net, base_fds)
-    assert _open_fds() == base_fds and net.connections() == 0
+    _settle(net, base_fds, base_threads)
+    assert _open_fds() <= base_fds and net.connections() == 0
     _tally(request, net.faults(), 0, client_rounds_checked_for_leaks=3)
 
 
