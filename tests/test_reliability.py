@@ -719,7 +719,7 @@ def test_every_blocking_call_honours_its_timeout(
     client; each must return or raise KafkaTimeoutError/KafkaConnectionError within
     the timeout that governs it plus a bounded overshoot (SLACK: the retry layers
     let their last attempt finish, each attempt bounded by request_timeout_ms).
-    Before kproto 0.x fixed it, commit()/committed() on a live coordinator
+    Until this test found it, commit()/committed() on a live coordinator
     connection waited max_poll_interval_ms + 5 s (305 s) for an answer."""
     net = tansu_only
     topic = unique_topic
