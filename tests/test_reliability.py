@@ -1173,7 +1173,9 @@ def test_fault_proxy_injects_each_kind_and_counts_it(tansu_only: Net) -> None:
     proxy.corrupt_next(5)                            # inside the correlation id
     with pytest.raises(BrokerProbeError, match="correlation id"):
         probe()
+    proxy.drop_connections(count=False)    # pairs the earlier probes left behind
     with socket.create_connection((host, port)) as sock:
+        sock.settimeout(5)                  # a failure here must not hang the suite
         deadline = time.monotonic() + 2
         while proxy.connections == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
