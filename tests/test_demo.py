@@ -13,14 +13,18 @@ pytestmark = pytest.mark.broker
 
 
 def _processes(name: str) -> set[int]:
-    """PIDs of running processes whose command line mentions ``name`` (from /proc)."""
+    """PIDs of running processes whose command line mentions ``name`` and this
+    environment's prefix (the demo's Tansu and Spark run from it; other jobs on a
+    shared machine, from other environments, are not the demo's)."""
     out = set()
+    prefix = sys.prefix.encode()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if name.encode() in f.read():
-                        out.add(int(entry))
+                    cmdline = f.read()
+                if name.encode() in cmdline and prefix in cmdline:
+                    out.add(int(entry))
             except OSError:
                 continue
     return out
