@@ -318,6 +318,23 @@ class Consumer:
         schema = RecordColumns.empty().to_arrow(headers=headers).schema
         return pa.Table.from_batches(batches, schema=schema)
 
+    def iter_range(self, topic: str, ranges: Mapping[int, tuple[int, int]], *,
+                   step_bytes: int = 64 << 20, timeout_ms: int | None = None,
+                   headers: bool = True) -> Iterator[pyarrow.RecordBatch]:
+        """The records :meth:`read_range` returns, as ``pyarrow.RecordBatch``es
+        while they are read, holding about ``step_bytes`` of them at a time: for
+        ranges too big for memory (export to Parquet, a Spark task).
+
+        Within a partition, batches come in offset order.
+        """
+        from .reader import iter_ranges
+
+        for step in iter_ranges(self._cluster, self.config, {
+                TopicPartition(topic, p): (int(a), int(b)) for p, (a, b) in ranges.items()},
+                step_bytes=step_bytes, headers=headers,
+                timeout=(timeout_ms / 1000) if timeout_ms is not None else None):
+            yield from step.batches
+
     def close(self) -> None:
         """Leave the group (committing first with auto-commit) and close connections."""
         if self._closed:

@@ -11,10 +11,12 @@ for offsets by time (or earliest/latest).
 from __future__ import annotations
 
 import logging
+import queue
 import selectors
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -35,7 +37,7 @@ from .protocol import ApiKey
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["read_ranges", "list_offsets", "ReadResult"]
+__all__ = ["read_ranges", "read_ranges_result", "iter_ranges", "list_offsets", "ReadResult"]
 
 log = logging.getLogger("kproto.reader")
 
@@ -218,7 +220,7 @@ def read_ranges_result(cluster: Cluster, config: Mapping[str, Any],
                        ranges: Mapping[Any, tuple[int, int]], *, timeout: float | None = None,
                        connections_per_broker: int = 2, on_gap: str = "skip",
                        headers: bool = True) -> ReadResult:
-    """Read ``start <= offset < end`` of every partition in ``ranges``.
+    """Read ``start <= offset < end`` of every partition in ``ranges``, all at once.
 
     Batches come in (topic, partition, offset) order. A range reaching past the
     high watermark ends there (``ReadResult.short``).
@@ -229,61 +231,203 @@ def read_ranges_result(cluster: Cluster, config: Mapping[str, Any],
     ``ReadResult.gaps``; ``"fail"`` raises OffsetOutOfRangeError. Raises
     KafkaTimeoutError when the ranges are not complete within ``timeout``
     seconds (default 4 x the request timeout) without progress.
+
+    Everything read is held in memory until the end; :func:`iter_ranges` reads
+    the same ranges in steps of bounded size.
     """
-    read_committed = config.get("isolation_level") == "read_committed"
-    check_crc = config.get("check_crcs", True)
-    max_wait = config.get("fetch_max_wait_ms", 500)
-    partition_bytes = config.get("max_partition_fetch_bytes", 1 << 20)
-    fetch_bytes = config.get("fetch_max_bytes", 50 << 20)
-    patience = timeout if timeout is not None else cluster.request_timeout * 4
-    work = [_Range(_TP(str(tp[0]), int(tp[1])), int(a), int(b))
-            for tp, (a, b) in ranges.items() if b > a]
-    result = ReadResult()
-    if not work:
-        return result
-    meta = cluster.wait_for_topics({r.tp.topic for r in work}, cluster.request_timeout)
-    _check_partitions_exist(meta, [r.tp for r in work])
-    work = _split(work, cluster, connections_per_broker)
-    # one Fetch in flight per (leader, lane); lanes are extra connections to the leader
-    lanes: dict[tuple[int, int], BrokerConnection] = {}
-    in_flight: dict[tuple[int, int], tuple[list[_Range], float]] = {}
-    last_progress = time.monotonic()
+    with _Fetcher(cluster, config, timeout, connections_per_broker, on_gap, headers) as f:
+        work = f.prepare(ranges)
+        return f.step(work) if work else ReadResult()
+
+
+def iter_ranges(cluster: Cluster, config: Mapping[str, Any],
+                ranges: Mapping[Any, tuple[int, int]], *, step_bytes: int = 64 << 20,
+                timeout: float | None = None, connections_per_broker: int = 2,
+                on_gap: str = "skip", headers: bool = True,
+                read_ahead: bool = True) -> Iterator[ReadResult]:
+    """Read the same as :func:`read_ranges_result`, in steps that each hold about
+    ``step_bytes`` of decoded Arrow data: memory stays bounded however long the
+    ranges are.
+
+    Yields one :class:`ReadResult` per step; together they are what
+    :func:`read_ranges_result` returns. Within a partition, batches come in
+    offset order across steps. Every step reads a window of each partition,
+    sized from the bytes per offset seen so far (the first step reads one Fetch
+    answer of each), split over ``connections_per_broker`` connections as
+    :func:`read_ranges_result` splits a whole range; the connections are kept
+    from one step to the next. With ``read_ahead`` the next step is read by a
+    thread while the caller works on the current one (two steps in memory).
+    """
+    if step_bytes <= 0:
+        raise ValueError(f"step_bytes must be positive, not {step_bytes}")
+    steps = _steps(cluster, config, ranges, step_bytes, timeout, connections_per_broker,
+                   on_gap, headers)
+    return _ahead(steps, "kproto-read-ahead") if read_ahead else steps
+
+
+def _ahead(items: Iterator[Any], name: str) -> Iterator[Any]:
+    """``items``, each produced by a thread while the caller handles the one before."""
+    got: queue.Queue[tuple[bool, Any]] = queue.Queue()
+    want = threading.Semaphore(1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            while want.acquire() and not stop.is_set():
+                try:
+                    got.put((True, next(items)))
+                except StopIteration:
+                    got.put((False, None))
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            got.put((False, exc))
+        finally:
+            items.close()          # type: ignore[attr-defined]
+
+    worker = threading.Thread(target=produce, name=name, daemon=True)
+    worker.start()
     try:
         while True:
-            todo = [r for r in work if r.position < r.end]
+            ok, item = got.get()
+            if not ok:
+                if item is not None:
+                    raise item
+                return
+            want.release()
+            yield item
+    finally:
+        stop.set()
+        want.release()
+        worker.join()
+
+
+def _steps(cluster: Cluster, config: Mapping[str, Any], ranges: Mapping[Any, tuple[int, int]],
+           step_bytes: int, timeout: float | None, connections_per_broker: int, on_gap: str,
+           headers: bool) -> Iterator[ReadResult]:
+    with _Fetcher(cluster, config, timeout, connections_per_broker, on_gap, headers) as f:
+        left = {r.tp: r for r in f.prepare(ranges)}
+        seen: dict[_TP, list[int]] = {}      # tp -> [offsets read, Arrow bytes read]
+        while left:
+            # partitions with no records read yet are probed first: one answer each
+            probe = [tp for tp in left if seen.get(tp, (0, 0))[1] == 0]
+            if probe:
+                work = [_Range(tp, left[tp].position, left[tp].end) for tp in probe]
+            else:
+                share = step_bytes / len(left)
+                work = [_Range(tp, r.position, min(r.end, r.position + max(
+                    1, int(share * seen[tp][0] / seen[tp][1])))) for tp, r in left.items()]
+            result = f.step(work, probe=bool(probe))
+            for piece in work:
+                r = left[piece.tp]
+                key = (piece.tp.topic, piece.tp.partition)
+                read = piece.position - r.position
+                stats = seen.setdefault(piece.tp, [0, 0])
+                stats[0] += read
+                stats[1] += sum(b.nbytes for b in result.batches
+                                if (b.column("topic")[0].as_py(),
+                                    b.column("partition")[0].as_py()) == key)
+                r.position = piece.position
+                if key in result.short:
+                    # the log ends before this range does
+                    result.short[key] = (result.short[key][0], r.end)
+                    r.position = r.end
+                if r.position >= r.end:
+                    del left[piece.tp]
+            yield result
+
+
+class _Fetcher:
+    """Fetches ranges of partitions: the connections (lanes) and the settings
+    of one :func:`read_ranges_result` / :func:`iter_ranges` call."""
+
+    def __init__(self, cluster: Cluster, config: Mapping[str, Any], timeout: float | None,
+                 connections_per_broker: int, on_gap: str, headers: bool) -> None:
+        self.cluster = cluster
+        self.read_committed = config.get("isolation_level") == "read_committed"
+        self.check_crc = config.get("check_crcs", True)
+        self.max_wait = config.get("fetch_max_wait_ms", 500)
+        self.partition_bytes = config.get("max_partition_fetch_bytes", 1 << 20)
+        self.fetch_bytes = config.get("fetch_max_bytes", 50 << 20)
+        self.patience = timeout if timeout is not None else cluster.request_timeout * 4
+        self.nlanes = connections_per_broker
+        self.on_gap = on_gap
+        self.headers = headers
+        # one Fetch in flight per (leader, lane); lanes are extra connections to the leader
+        self.lanes: dict[tuple[int, int], BrokerConnection] = {}
+
+    def __enter__(self) -> _Fetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for conn in self.lanes.values():
+            conn.close()
+        self.lanes.clear()
+
+    def prepare(self, ranges: Mapping[Any, tuple[int, int]]) -> list[_Range]:
+        """The non-empty ranges, once their topics are known and their partitions exist."""
+        work = [_Range(_TP(str(tp[0]), int(tp[1])), int(a), int(b))
+                for tp, (a, b) in ranges.items() if b > a]
+        if work:
+            meta = self.cluster.wait_for_topics({r.tp.topic for r in work},
+                                                self.cluster.request_timeout)
+            _check_partitions_exist(meta, [r.tp for r in work])
+        return work
+
+    def step(self, work: list[_Range], probe: bool = False) -> ReadResult:
+        """Read every range of ``work`` to its end (advancing ``position``); with
+        ``probe``, only until each range has had one answer with records, read on
+        one connection."""
+        cluster = self.cluster
+        result = ReadResult()
+        starts = {id(r): r.position for r in work}
+        pieces = work if probe else _split(work, cluster, self.nlanes)
+        in_flight: dict[tuple[int, int], tuple[list[_Range], float]] = {}
+        last_progress = time.monotonic()
+        while True:
+            todo = [r for r in pieces if r.position < r.end
+                    and not (probe and r.position > starts[id(r)])]
             if not todo:
-                # pieces of one partition arrive in any order: give them in offset order
-                result.batches.sort(key=lambda b: (b.column("topic")[0].as_py(),
-                                                   b.column("partition")[0].as_py(),
-                                                   b.column("offset")[0].as_py()))
-                return result
-            if time.monotonic() - last_progress > patience:
+                break
+            if time.monotonic() - last_progress > self.patience:
                 left = {f"{r.tp.topic}[{r.tp.partition}]": (r.position, r.end) for r in todo}
-                raise KafkaTimeoutError(f"bounded read made no progress for {patience:g} s; "
-                                        f"left: {left}")
+                raise KafkaTimeoutError(f"bounded read made no progress for "
+                                        f"{self.patience:g} s; left: {left}")
             if cluster.needs_refresh:
                 try:
                     cluster.refresh_metadata()
                 except KprotoError as exc:
                     log.debug("metadata refresh failed: %s", exc)
-            _launch(cluster, todo, lanes, in_flight, max_wait, partition_bytes, fetch_bytes,
-                    read_committed, connections_per_broker)
+            _launch(cluster, todo, self.lanes, in_flight, self.max_wait, self.partition_bytes,
+                    self.fetch_bytes, self.read_committed, self.nlanes)
             if not in_flight:
                 time.sleep(cluster.retry_backoff_ms / 1000)
                 continue
-            for lane, resp in _wait(lanes, in_flight, cluster,
-                                    cluster.request_timeout + max_wait / 1000):
+            for lane, resp in _wait(self.lanes, in_flight, cluster,
+                                    cluster.request_timeout + self.max_wait / 1000):
                 ranges_sent, _ = in_flight.pop(lane)
                 for r in ranges_sent:
                     r.in_flight = False
                 if resp is None:
                     continue
-                if _absorb(cluster, resp, ranges_sent, result, check_crc, read_committed,
-                           on_gap, headers):
+                if _absorb(cluster, resp, ranges_sent, result, self.check_crc,
+                           self.read_committed, self.on_gap, self.headers):
                     last_progress = time.monotonic()
-    finally:
-        for conn in lanes.values():
-            conn.close()
+        if in_flight:
+            # a probe can end with Fetches still out: their answers are not wanted
+            for lane in in_flight:
+                self.lanes.pop(lane).close()
+        if probe:
+            for r in work:
+                r.end = min(r.end, r.position)
+        else:
+            for r in work:
+                # the pieces of a range are done: so is the range
+                r.position = max(r.position, r.end)
+        # pieces of one partition arrive in any order: give them in offset order
+        result.batches.sort(key=lambda b: (b.column("topic")[0].as_py(),
+                                           b.column("partition")[0].as_py(),
+                                           b.column("offset")[0].as_py()))
+        return result
 
 
 def _split(work: list[_Range], cluster: Cluster, lanes: int) -> list[_Range]:

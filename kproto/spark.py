@@ -12,8 +12,8 @@ The options and the schema are those of Spark's own Kafka source, so moving a
 job is a one-word change (``format("kafka")`` -> ``format("kproto")``). The
 driver plans offset ranges (Metadata + ListOffsets, big partitions split by
 ``minPartitions`` / ``maxRecordsPerPartition``); each executor task reads its
-range with :func:`kproto.reader.read_ranges_result` and yields
-``pyarrow.RecordBatch``es decoded by the Cython codec — never rows.
+range with :func:`kproto.reader.iter_ranges` (in steps of bounded size) and
+yields ``pyarrow.RecordBatch``es decoded by the Cython codec — never rows.
 
 Supported options (Spark's names):
 
@@ -41,7 +41,7 @@ from typing import Any
 
 from .config import resolve
 from .errors import ConfigError, OffsetOutOfRangeError
-from .reader import EARLIEST, LATEST, list_offsets, read_ranges_result
+from .reader import EARLIEST, LATEST, iter_ranges, list_offsets
 
 try:
     from pyspark.sql.datasource import (
@@ -499,20 +499,21 @@ def read_partition(part: KafkaRange, schema: Any = None) -> Iterator[Any]:
     target = spark_arrow_schema(part.include_headers)
     cluster = Cluster(settings)
     try:
-        result = read_ranges_result(
-            cluster, settings, {(part.topic, part.partition): (part.start, part.end)},
-            on_gap="fail" if part.fail_on_data_loss else "skip",
-            headers=part.include_headers)
+        # in steps of bounded size: a task's memory does not grow with its range
+        for step in iter_ranges(
+                cluster, settings, {(part.topic, part.partition): (part.start, part.end)},
+                on_gap="fail" if part.fail_on_data_loss else "skip",
+                headers=part.include_headers):
+            for batch in step.batches:
+                yield batch.cast(target)
+            short = step.short.get((part.topic, part.partition))
+            if short is not None and part.fail_on_data_loss:
+                raise OffsetOutOfRangeError(
+                    f"the log ends at {short[0]}, before the planned end {short[1]} (records "
+                    "were deleted after planning?); set failOnDataLoss=false to read what is "
+                    "there", topic=part.topic, partition=part.partition)
     finally:
         cluster.close()
-    short = result.short.get((part.topic, part.partition))
-    if short is not None and part.fail_on_data_loss:
-        raise OffsetOutOfRangeError(
-            f"the log ends at {short[0]}, before the planned end {short[1]} (records were "
-            "deleted after planning?); set failOnDataLoss=false to read what is there",
-            topic=part.topic, partition=part.partition)
-    for batch in result.batches:
-        yield batch.cast(target)
 
 
 def spark_arrow_schema(include_headers: bool) -> Any:

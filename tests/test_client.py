@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from kproto import Admin, Consumer, Producer, TopicPartition
@@ -306,6 +307,66 @@ def test_read_range_is_exact_and_splits_ranges(broker, unique_topic):
     assert len(offsets) == 28766 - 1234
     assert np.array_equal(np.sort(offsets), np.arange(1234, 28766))
     assert empty.num_rows == 0 and "headers" in empty.schema.names
+
+
+def test_iter_range_steps_are_bounded_and_equal_read_range(broker, unique_topic):
+    """iter_range gives read_range's records, in offset order per partition, in
+    steps of about step_bytes (the first step of each partition is one answer)."""
+    with Producer(bootstrap_servers=broker.bootstrap, batch_size=16384) as producer:
+        for p in (0, 1):
+            producer.send_batch(unique_topic, _table(40000, start=p * 40000), partition=p)
+        producer.flush(30)
+    ranges = {0: (17, 40000), 1: (0, 39990)}
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        whole = c.read_range(unique_topic, ranges)
+        batches = list(c.iter_range(unique_topic, ranges, step_bytes=256 << 10))
+        with pytest.raises(ValueError, match="step_bytes"):
+            next(c.iter_range(unique_topic, ranges, step_bytes=0))
+        # leaving early stops the read-ahead thread and closes its connections
+        it = c.iter_range(unique_topic, ranges, step_bytes=64 << 10)
+        next(it)
+        assert any(t.name == "kproto-read-ahead" for t in threading.enumerate())
+        it.close()
+        assert not any(t.name == "kproto-read-ahead" for t in threading.enumerate())
+    streamed = pa.Table.from_batches(batches, schema=whole.schema)
+    for p, (a, b) in ranges.items():
+        part = streamed.filter(pc.equal(streamed.column("partition"), p))
+        assert part.column("offset").to_pylist() == list(range(a, b))      # in order
+        assert part.column("value").to_pylist() == whole.filter(
+            pc.equal(whole.column("partition"), p)).column("value").to_pylist()
+    # the steps after each partition's first answer hold about step_bytes (the
+    # first answer is as big as the broker makes it: Tansu ignores byte limits)
+    from kproto.net.cluster import Cluster
+    from kproto.reader import iter_ranges
+
+    config = resolve("consumer", bootstrap_servers=broker.bootstrap)
+    cluster = Cluster(config)
+    try:
+        sizes = [sum(b.nbytes for b in step.batches) for step in iter_ranges(
+            cluster, config, {(unique_topic, p): r for p, r in ranges.items()},
+            step_bytes=512 << 10)]
+    finally:
+        cluster.close()
+    assert len(sizes) > 4 and max(sizes[2:]) < 1.5 * (512 << 10), sizes
+
+
+def test_iter_ranges_ends_short_ranges_at_the_high_watermark(tansu, unique_topic):
+    from kproto.net.cluster import Cluster
+    from kproto.reader import iter_ranges
+
+    with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+        producer.send_batch(unique_topic, _table(5000), partition=0).result(30)
+    config = resolve("consumer", bootstrap_servers=tansu.bootstrap)
+    cluster = Cluster(config)
+    try:
+        steps = list(iter_ranges(cluster, config, {(unique_topic, 0): (100, 9000)},
+                                 step_bytes=64 << 10))
+    finally:
+        cluster.close()
+    offsets = [o for s in steps for b in s.batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(100, 5000))
+    shorts = [s.short for s in steps if s.short]
+    assert shorts == [{(unique_topic, 0): (5000, 9000)}]
 
 
 def test_poll_batch_spans_leaders(mock_cluster, unique_topic):
