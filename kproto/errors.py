@@ -99,6 +99,14 @@ class KafkaConnectionError(KprotoError, ConnectionError):
     invalid_metadata = True
 
 
+class TlsCertificateError(KafkaConnectionError):
+    """The broker's TLS certificate failed verification (unknown CA, expired, or a
+    hostname mismatch). Not retried: asking again will not change the answer."""
+
+    retriable = False
+    invalid_metadata = False
+
+
 class KafkaTimeoutError(KprotoError, TimeoutError):
     """A request or operation did not complete in time."""
 
@@ -1585,5 +1593,6 @@ __all__ = [
     "VoterNotFoundError",
     "error_for_code",
     "raise_for_code",
+    "TlsCertificateError",
 ]
 # ---- END GENERATED ----

@@ -45,6 +45,7 @@ from kproto.errors import (
     KprotoError,
     ProtocolError,
     SaslAuthenticationFailedError,
+    TlsCertificateError,
 )
 from kproto.testing import FaultProxy, TansuBroker, free_port, proxy_cluster
 
@@ -1041,13 +1042,16 @@ def test_clients_verify_tls_certificates_and_host_names_by_default(
     common: dict[str, Any] = {"bootstrap_servers": f"127.0.0.1:{tls.port}",
                               "security_protocol": "SSL", "request_timeout_ms": 1000}
     try:
-        with Consumer(**common) as c, \
-                pytest.raises(KafkaConnectionError, match="certificate verify failed"):
-            c.end_offsets([("t", 0)])
-        tls.ctx = wrong
-        with Consumer(**common, ssl_cafile=ca_file) as c, \
-                pytest.raises(KafkaConnectionError, match="certificate verify failed.*mismatch"):
-            c.end_offsets([("t", 0)])
+        # a certificate failure is final: raised at once, not retried until the timeout
+        for extra, ctx, match in [({}, right, "certificate verify failed"),
+                                  ({"ssl_cafile": ca_file}, wrong,
+                                   "certificate verify failed.*mismatch")]:
+            tls.ctx = ctx
+            with Consumer(**{**common, "request_timeout_ms": 20000}, **extra) as c:
+                start = time.monotonic()
+                with pytest.raises(TlsCertificateError, match=match):
+                    c.end_offsets([("t", 0)])
+                assert time.monotonic() - start < 5
         with Consumer(**common, ssl_cafile=ca_file, ssl_check_hostname=False) as c:
             assert c.end_offsets([("t", 0)])
         tls.ctx = right

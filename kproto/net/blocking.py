@@ -26,6 +26,7 @@ from ..errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     ProtocolError,
+    TlsCertificateError,
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     raise_for_code,
@@ -196,6 +197,11 @@ class BrokerConnection:
         if self.ssl_context is not None:
             try:
                 sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except ssl.SSLCertVerificationError as exc:
+                sock.close()
+                raise TlsCertificateError(
+                    f"TLS handshake with {self.address} failed: {exc} (check ssl.ca.location "
+                    "and that the broker's certificate names this host)") from exc
             except (ssl.SSLError, ssl.CertificateError) as exc:
                 sock.close()
                 raise KafkaConnectionError(f"TLS handshake with {self.address} failed: "

@@ -30,6 +30,7 @@ from ..errors import (
     KprotoError,
     ProtocolError,
     SaslAuthenticationFailedError,
+    TlsCertificateError,
     UnsupportedSaslMechanismError,
     error_for_code,
 )
@@ -232,8 +233,9 @@ class Cluster:
             conn = self.new_connection(address)
             try:
                 conn.connect()
-            except (SaslAuthenticationFailedError, UnsupportedSaslMechanismError):
-                raise       # wrong credentials or mechanism: asking again will not help
+            except (SaslAuthenticationFailedError, UnsupportedSaslMechanismError,
+                    TlsCertificateError):
+                raise       # wrong credentials, mechanism or certificate: final
             except KprotoError as exc:
                 errors.append(f"{address}: {exc}")
                 continue
@@ -291,6 +293,9 @@ class Cluster:
             try:
                 conn = self.any_connection()
                 body = conn.request(ApiKey.METADATA, request)
+            except TlsCertificateError:
+                self._close_all()
+                raise                       # final: another broker's answer will not differ
             except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
                 self._close_all()
                 if self._closed or time.monotonic() + 0.01 >= deadline:
@@ -474,9 +479,7 @@ class Cluster:
             try:
                 return fn()
             except (BrokerError, KafkaConnectionError, KafkaTimeoutError) as exc:
-                retriable = exc.retriable or isinstance(exc, (KafkaConnectionError,
-                                                              KafkaTimeoutError))
-                if not retriable or time.monotonic() >= deadline:
+                if not exc.retriable or time.monotonic() >= deadline:
                     raise
                 if exc.invalid_metadata or isinstance(exc, KafkaConnectionError):
                     self._stale = True
