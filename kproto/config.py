@@ -150,6 +150,9 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
          "bytes per partition batch before it is sent (librdkafka's default; Java's is "
          "16384, which costs a Python client ~40% of its per-record throughput)"),
         ("linger_ms", 5, _int, "wait this long for a batch to fill before sending it"),
+        ("metadata_max_idle_ms", 300000, _int,
+         "forget a topic produced to no longer for this long: its metadata stops being "
+         "refreshed (so broker-side auto-creation does not bring a deleted topic back)"),
         ("max_request_size", 1048576, _int, "largest Produce request (and record batch)"),
         ("max_in_flight_requests_per_connection", 5, _int, "pipelined Produce requests"),
         ("retries", 2147483647, _int, "how often a failed batch is retried"),

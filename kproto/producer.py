@@ -250,6 +250,8 @@ class Producer:
         self._queued_bytes = 0
         self._unfinished = 0                                # batches not yet completed
         self._wanted_topics: set[str] = set()
+        self._topic_used: dict[str, float] = {}             # topic -> last batch opened
+        self._max_idle = c["metadata_max_idle_ms"] / 1000
         self._topic_errors: dict[str, BaseException] = {}
         self._flushing = 0
         self._closing = False
@@ -326,6 +328,7 @@ class Producer:
                     batch = self._open.get(tp)
             if batch is None:
                 batch = self._open[tp] = _Batch(topic, partition, time.monotonic())
+                self._topic_used[topic] = batch.created
                 self._unfinished += 1
                 self._cond.notify()
             index = batch.count
@@ -407,6 +410,7 @@ class Producer:
                     self._wait_for_buffer(b.size)
                     self._queued_bytes += b.size
                     self._unfinished += 1
+                    self._topic_used[topic] = time.monotonic()
                     self._ready.setdefault((b.topic, b.partition), deque()).append(b)
                     self._cond.notify_all()
         return BatchFuture(batches)
@@ -490,6 +494,7 @@ class Producer:
             self._check_usable()
             self._topic_errors.pop(topic, None)
             self._wanted_topics.add(topic)
+            self._topic_used[topic] = time.monotonic()
             self._cond.notify_all()
             while True:
                 parts = self._cluster.metadata.partitions(topic)
@@ -584,6 +589,8 @@ class Producer:
         while True:
             with self._cond:
                 due = self._collect_due()
+                if self._cluster.needs_refresh:
+                    self._forget_idle_topics()
                 if self._closing and not self._unfinished and not self._has_in_flight():
                     return
                 if not due and not self._has_in_flight() and not self._wanted_topics:
@@ -596,6 +603,22 @@ class Producer:
                 self._dispatch(due)
             self._poll_responses()
             self._expire()
+
+    def _forget_idle_topics(self) -> None:
+        """Under the lock: stop refreshing metadata of topics with no batch opened for
+        ``metadata_max_idle_ms`` and none waiting or in flight (Java's producer does
+        the same)."""
+        now = time.monotonic()
+        idle = {t for t, used in self._topic_used.items() if now - used > self._max_idle}
+        if not idle:
+            return
+        idle -= {t for t, _ in self._open} | {t for (t, _), q in self._ready.items() if q} \
+            | {t for t, _ in self._busy} | self._wanted_topics
+        if idle:
+            log.debug("forgetting idle topics %s", sorted(idle))
+            self._cluster.forget_topics(idle)
+            for t in idle:
+                del self._topic_used[t]
 
     def _has_in_flight(self) -> bool:
         return any(self._in_flight.values())

@@ -407,6 +407,27 @@ def test_admin_topics_cluster_and_offsets(tansu, unique_topic):
         assert unique_topic not in admin.list_topics()
 
 
+def test_producer_forgets_idle_topics(tansu, unique_topic):
+    """metadata_max_idle_ms: a topic no longer produced to drops out of the
+    producer's metadata requests, so Tansu's auto-creation does not bring it back
+    after it is deleted; producing to it again learns it again."""
+    busy = unique_topic + "-busy"
+    with Producer(bootstrap_servers=tansu.bootstrap, metadata_max_age_ms=200,
+                  metadata_max_idle_ms=500) as p, \
+            Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        p.send(unique_topic, b"x").result(10)
+        time.sleep(1.6)                       # idle for longer than 500 ms, refreshed since
+        assert unique_topic not in p._cluster.topics
+        admin.delete_topics([unique_topic])
+        for i in range(12):                   # the producer refreshes metadata meanwhile
+            p.send(busy, b"%d" % i).result(10)
+            time.sleep(0.2)
+        assert busy in p._cluster.topics
+        assert unique_topic not in admin.list_topics()
+        assert p.send(unique_topic, b"again").result(10).offset == 0
+        assert unique_topic in p._cluster.topics
+
+
 def test_admin_groups_and_committed_offsets(tansu, unique_topic):
     group = f"g-{unique_topic}"
     with Admin(bootstrap_servers=tansu.bootstrap) as admin:

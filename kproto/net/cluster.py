@@ -266,6 +266,10 @@ class Cluster:
             self.topics |= new
             self._stale = True
 
+    def forget_topics(self, topics: Iterable[str]) -> None:
+        """Stop maintaining metadata for these topics (from the next refresh on)."""
+        self.topics -= set(topics)
+
     def mark_stale(self) -> None:
         """Refresh metadata before it is next needed (a leader moved, a broker died)."""
         self._stale = True
