@@ -16,7 +16,7 @@ import selectors
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -244,7 +244,7 @@ def iter_ranges(cluster: Cluster, config: Mapping[str, Any],
                 ranges: Mapping[Any, tuple[int, int]], *, step_bytes: int = 64 << 20,
                 timeout: float | None = None, connections_per_broker: int = 2,
                 on_gap: str = "skip", headers: bool = True,
-                read_ahead: bool = True) -> Iterator[ReadResult]:
+                read_ahead: bool = True) -> Generator[ReadResult, None, None]:
     """Read the same as :func:`read_ranges_result`, in steps that each hold about
     ``step_bytes`` of decoded Arrow data: memory stays bounded however long the
     ranges are.
@@ -265,7 +265,7 @@ def iter_ranges(cluster: Cluster, config: Mapping[str, Any],
     return _ahead(steps, "kproto-read-ahead") if read_ahead else steps
 
 
-def _ahead(items: Iterator[Any], name: str) -> Iterator[Any]:
+def _ahead(items: Generator[Any, None, None], name: str) -> Generator[Any, None, None]:
     """``items``, each produced by a thread while the caller handles the one before."""
     got: queue.Queue[tuple[bool, Any]] = queue.Queue()
     want = threading.Semaphore(1)
@@ -282,7 +282,7 @@ def _ahead(items: Iterator[Any], name: str) -> Iterator[Any]:
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             got.put((False, exc))
         finally:
-            items.close()          # type: ignore[attr-defined]
+            items.close()
 
     worker = threading.Thread(target=produce, name=name, daemon=True)
     worker.start()
@@ -303,7 +303,7 @@ def _ahead(items: Iterator[Any], name: str) -> Iterator[Any]:
 
 def _steps(cluster: Cluster, config: Mapping[str, Any], ranges: Mapping[Any, tuple[int, int]],
            step_bytes: int, timeout: float | None, connections_per_broker: int, on_gap: str,
-           headers: bool) -> Iterator[ReadResult]:
+           headers: bool) -> Generator[ReadResult, None, None]:
     with _Fetcher(cluster, config, timeout, connections_per_broker, on_gap, headers) as f:
         left = {r.tp: r for r in f.prepare(ranges)}
         seen: dict[_TP, list[int]] = {}      # tp -> [offsets read, Arrow bytes read]

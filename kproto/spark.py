@@ -498,12 +498,12 @@ def read_partition(part: KafkaRange, schema: Any = None) -> Iterator[Any]:
     settings = dict(part.settings)
     target = spark_arrow_schema(part.include_headers)
     cluster = Cluster(settings)
+    # in steps of bounded size: a task's memory does not grow with its range
+    steps = iter_ranges(cluster, settings, {(part.topic, part.partition): (part.start, part.end)},
+                        on_gap="fail" if part.fail_on_data_loss else "skip",
+                        headers=part.include_headers)
     try:
-        # in steps of bounded size: a task's memory does not grow with its range
-        for step in iter_ranges(
-                cluster, settings, {(part.topic, part.partition): (part.start, part.end)},
-                on_gap="fail" if part.fail_on_data_loss else "skip",
-                headers=part.include_headers):
+        for step in steps:
             for batch in step.batches:
                 yield batch.cast(target)
             short = step.short.get((part.topic, part.partition))
@@ -513,6 +513,7 @@ def read_partition(part: KafkaRange, schema: Any = None) -> Iterator[Any]:
                     "were deleted after planning?); set failOnDataLoss=false to read what is "
                     "there", topic=part.topic, partition=part.partition)
     finally:
+        steps.close()            # the read-ahead thread first (it uses the cluster)
         cluster.close()
 
 
