@@ -76,6 +76,10 @@ def register(spark: Any) -> None:
     spark.dataSource.register(KprotoDataSource)
 
 
+#: Arrow bytes a task reads per step (it holds about two steps: one read ahead).
+STEP_BYTES = 64 << 20
+
+
 @dataclass(frozen=True)
 class KafkaRange(InputPartition):
     """One task's work: ``start <= offset < end`` of one partition, and the client
@@ -500,8 +504,8 @@ def read_partition(part: KafkaRange, schema: Any = None) -> Iterator[Any]:
     cluster = Cluster(settings)
     # in steps of bounded size: a task's memory does not grow with its range
     steps = iter_ranges(cluster, settings, {(part.topic, part.partition): (part.start, part.end)},
-                        on_gap="fail" if part.fail_on_data_loss else "skip",
-                        headers=part.include_headers)
+                        step_bytes=STEP_BYTES, headers=part.include_headers,
+                        on_gap="fail" if part.fail_on_data_loss else "skip")
     try:
         for step in steps:
             for batch in step.batches:

@@ -122,6 +122,43 @@ def test_max_records_per_partition_and_assign(spark, tansu, filled):
     assert df.count() == ends[1] + ends[3]
 
 
+def test_task_streams_its_range_in_steps(mock_cluster, unique_topic, monkeypatch):
+    """A task's range is read in steps and yielded as it goes, in offset order (on
+    the mock cluster, which honours Fetch byte limits; Tansu answers with all)."""
+    import kproto.reader
+    import kproto.spark
+    from kproto.config import resolve
+
+    values = [b"value-%d-" % i + b"x" * (i % 50) for i in range(20000)]
+    with Producer(bootstrap_servers=mock_cluster.bootstrap, batch_size=16384) as p:
+        for v in values:                      # ~16 KB record batches
+            p.send(unique_topic, v, partition=1)
+        p.flush(30)
+    monkeypatch.setattr(kproto.spark, "STEP_BYTES", 64 << 10)
+    settings = tuple(resolve("consumer", bootstrap_servers=mock_cluster.bootstrap,
+                             max_partition_fetch_bytes=32 << 10).items())
+    part = kproto.spark.KafkaRange(unique_topic, 1, 3, 20000, settings, True, True)
+    decoded = []                              # Fetch answers decoded, counted
+    real_decode = kproto.reader.records.decode
+    monkeypatch.setattr(kproto.reader.records, "decode",
+                        lambda *a, **k: decoded.append(1) or real_decode(*a, **k))
+    task = kproto.spark.read_partition(part)
+    batches = [next(task)]
+    at_first = len(decoded)                   # the first batch comes before the rest is read
+    batches += task
+    assert at_first * 4 < len(decoded), (at_first, len(decoded))
+    assert len(batches) > 10 and max(b.nbytes for b in batches) < 256 << 10
+    got = pa.Table.from_batches(batches)
+    assert got.schema == kproto.spark.spark_arrow_schema(True)
+    assert got.column("offset").to_pylist() == list(range(3, 20000))
+    assert got.column("value").to_pylist() == values[3:]
+
+
+def test_limit_stops_early(spark, tansu, filled):
+    rows = _reader(spark, tansu, subscribe=filled[0]).limit(7).collect()
+    assert len(rows) == 7
+
+
 def test_parquet_write_of_a_topic(spark, tansu, filled, tmp_path):
     topic, expected, _ = filled
     _reader(spark, tansu, subscribe=topic).write.parquet(str(tmp_path / "out"))
