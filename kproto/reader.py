@@ -556,8 +556,18 @@ def _absorb(cluster: Cluster, resp: Any, sent: list[_Range], result: ReadResult,
             if start < 0:
                 start = list_offsets(cluster, {}, {r.tp: EARLIEST})[r.tp][0]
             if start <= r.position:
-                raise OffsetOutOfRangeError(f"offset {r.position} is out of range",
-                                            topic=topic, partition=p.partition)
+                # past the end? (Kafka answers a fetch beyond the high watermark so;
+                # a split range's later pieces can start there)
+                mark = p.high_watermark if p.high_watermark >= 0 else \
+                    list_offsets(cluster, {}, {r.tp: LATEST})[r.tp][0]
+                if 0 <= mark <= r.position:
+                    result.short[(r.tp.topic, r.tp.partition)] = (mark, r.end)
+                    r.end = r.position
+                    progress = True
+                    continue
+                raise OffsetOutOfRangeError(f"offset {r.position} is out of range (log "
+                                            f"{start}..{mark})", topic=topic,
+                                            partition=p.partition)
             if on_gap == "fail":
                 raise OffsetOutOfRangeError(
                     f"offsets {r.position}..{min(start, r.end) - 1} are gone (log starts at "

@@ -407,6 +407,21 @@ def test_admin_topics_cluster_and_offsets(tansu, unique_topic):
         assert unique_topic not in admin.list_topics()
 
 
+def test_ranges_past_the_high_watermark_end_there(broker, unique_topic):
+    """A range far past the end is split into pieces that start past the high
+    watermark: Kafka (and the mock) answer those with OFFSET_OUT_OF_RANGE, Tansu
+    with nothing; either way the range ends at the high watermark."""
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
+        for i in range(10):
+            producer.send(unique_topic, b"%d" % i, partition=0)
+        producer.flush(10)
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
+        got = c.read_range(unique_topic, {0: (0, 100000)}, timeout_ms=10000)
+        streamed = list(c.iter_range(unique_topic, {0: (4, 100000)}, step_bytes=1 << 10))
+    assert got.column("offset").to_pylist() == list(range(10))
+    assert [o for b in streamed for o in b.column("offset").to_pylist()] == list(range(4, 10))
+
+
 def test_producer_forgets_idle_topics(tansu, unique_topic):
     """metadata_max_idle_ms: a topic no longer produced to drops out of the
     producer's metadata requests, so Tansu's auto-creation does not bring it back
