@@ -1565,6 +1565,7 @@ __all__ = [
     "StreamsTopologyFencedError",
     "TelemetryTooLargeError",
     "ThrottlingQuotaExceededError",
+    "TlsCertificateError",
     "TopicAlreadyExistsError",
     "TopicAuthorizationFailedError",
     "TopicDeletionDisabledError",
@@ -1593,6 +1594,5 @@ __all__ = [
     "VoterNotFoundError",
     "error_for_code",
     "raise_for_code",
-    "TlsCertificateError",
 ]
 # ---- END GENERATED ----
