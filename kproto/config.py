@@ -179,6 +179,9 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
         ("isolation_level", "read_uncommitted", _choice("read_uncommitted", "read_committed"),
          "read_committed hides aborted transactions and stops at the LSO"),
         ("check_crcs", True, _bool, "verify record batch checksums"),
+        ("max_decompressed_bytes", 268435456, _int,
+         "cap on what one partition's record set in a Fetch answer may decompress to "
+         "(decompression bombs); larger raises DecompressionLimitError"),
         ("session_timeout_ms", 45000, _int, "group session timeout"),
         ("heartbeat_interval_ms", 3000, _int, "group heartbeat interval"),
         ("max_poll_interval_ms", 300000, _int, "rebalance timeout (JoinGroup v1+)"),

@@ -531,7 +531,8 @@ class Consumer:
         cols = records.decode_fetch_response(
             resp.body, resp.request.version, topic_names=meta.topic_names(),
             start_offsets=start, read_committed=self._read_committed,
-            check_crc=self.config["check_crcs"])
+            check_crc=self.config["check_crcs"],
+            max_decompressed=self.config["max_decompressed_bytes"])
         sliced = cols.fetch
         if sliced.error_code:
             cls = error_for_code(sliced.error_code)

@@ -345,6 +345,8 @@ class _Fetcher:
         self.cluster = cluster
         self.read_committed = config.get("isolation_level") == "read_committed"
         self.check_crc = config.get("check_crcs", True)
+        self.max_decompressed = config.get("max_decompressed_bytes",
+                                           records.compression.DEFAULT_MAX_DECOMPRESSED)
         self.max_wait = config.get("fetch_max_wait_ms", 500)
         self.partition_bytes = config.get("max_partition_fetch_bytes", 1 << 20)
         self.fetch_bytes = config.get("fetch_max_bytes", 50 << 20)
@@ -409,8 +411,7 @@ class _Fetcher:
                     r.in_flight = False
                 if resp is None:
                     continue
-                if _absorb(cluster, resp, ranges_sent, result, self.check_crc,
-                           self.read_committed, self.on_gap, self.headers):
+                if _absorb(self, resp, ranges_sent, result):
                     last_progress = time.monotonic()
         if in_flight:
             # a probe can end with Fetches still out: their answers are not wanted
@@ -537,9 +538,9 @@ def _wait(lanes: dict[tuple[int, int], BrokerConnection],
     return out
 
 
-def _absorb(cluster: Cluster, resp: Any, sent: list[_Range], result: ReadResult,
-            check_crc: bool, read_committed: bool, on_gap: str, headers: bool) -> bool:
+def _absorb(f: _Fetcher, resp: Any, sent: list[_Range], result: ReadResult) -> bool:
     """Decode one Fetch answer into ``result``; advance the ranges. True on progress."""
+    cluster, read_committed = f.cluster, f.read_committed
     if resp.error is not None:
         raise resp.error
     sliced = records.slice_fetch(resp.body, resp.request.version)
@@ -568,7 +569,7 @@ def _absorb(cluster: Cluster, resp: Any, sent: list[_Range], result: ReadResult,
                 raise OffsetOutOfRangeError(f"offset {r.position} is out of range (log "
                                             f"{start}..{mark})", topic=topic,
                                             partition=p.partition)
-            if on_gap == "fail":
+            if f.on_gap == "fail":
                 raise OffsetOutOfRangeError(
                     f"offsets {r.position}..{min(start, r.end) - 1} are gone (log starts at "
                     f"{start})", topic=topic, partition=p.partition)
@@ -594,14 +595,15 @@ def _absorb(cluster: Cluster, resp: Any, sent: list[_Range], result: ReadResult,
                 progress = True
             continue
         cols = records.decode(p.records, topic=topic, partition=p.partition,
-                              start_offset=r.position, check_crc=check_crc,
+                              start_offset=r.position, check_crc=f.check_crc,
+                              max_decompressed=f.max_decompressed,
                               aborted_transactions=(p.aborted_transactions or [])
                               if read_committed else None)
         _check_offsets(cols, p.high_watermark, topic, p.partition)
         if cols.next_offset > r.position:
             progress = True
         if len(cols):
-            batch = cols.to_arrow(headers=headers)
+            batch = cols.to_arrow(headers=f.headers)
             stop = int(np.searchsorted(cols.offset, r.end))
             if stop < len(cols):
                 batch = batch.slice(0, stop)

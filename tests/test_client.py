@@ -422,6 +422,30 @@ def test_ranges_past_the_high_watermark_end_there(broker, unique_topic):
     assert [o for b in streamed for o in b.column("offset").to_pylist()] == list(range(4, 10))
 
 
+def test_max_decompressed_bytes_is_a_client_setting(tansu, unique_topic):
+    """A compressed batch expanding past max_decompressed_bytes is refused by
+    poll_batch and the bounded reads (a decompression-bomb cap, default 256 MiB)."""
+    from kproto.errors import DecompressionLimitError
+    from kproto.spark import client_settings
+
+    values = pa.array([b"x" * 1000] * 2000)                    # 2 MB, lz4 to a few KB
+    with Producer(bootstrap_servers=tansu.bootstrap, compression_type="lz4") as p:
+        p.send_batch(unique_topic, pa.table({"value": values}), partition=0).result(10)
+    small = {"bootstrap_servers": tansu.bootstrap, "max_decompressed_bytes": 1 << 20}
+    with Consumer(**small, auto_offset_reset="earliest") as c:
+        with pytest.raises(DecompressionLimitError, match="1048576"):
+            c.read_range(unique_topic, {0: (0, 2000)})
+        c.assign([(unique_topic, 0)])
+        with pytest.raises(DecompressionLimitError):
+            for _ in range(20):
+                c.poll_batch(500)
+    with Consumer(bootstrap_servers=tansu.bootstrap) as c:
+        assert c.read_range(unique_topic, {0: (0, 2000)}).num_rows == 2000
+    settings = client_settings({"kafka.bootstrap.servers": "h:1",
+                                "kafka.max.decompressed.bytes": "1000"})
+    assert settings["max_decompressed_bytes"] == 1000
+
+
 def test_producer_forgets_idle_topics(tansu, unique_topic):
     """metadata_max_idle_ms: a topic no longer produced to drops out of the
     producer's metadata requests, so Tansu's auto-creation does not bring it back
