@@ -325,15 +325,23 @@ class Consumer:
         while they are read, holding about ``step_bytes`` of them at a time: for
         ranges too big for memory (export to Parquet, a Spark task).
 
-        Within a partition, batches come in offset order.
+        Within a partition, batches come in offset order. The next step is read
+        by a thread, on a cluster connection of its own, so the consumer stays
+        usable meanwhile.
         """
         from .reader import iter_ranges
 
-        for step in iter_ranges(self._cluster, self.config, {
-                TopicPartition(topic, p): (int(a), int(b)) for p, (a, b) in ranges.items()},
-                step_bytes=step_bytes, headers=headers,
-                timeout=(timeout_ms / 1000) if timeout_ms is not None else None):
-            yield from step.batches
+        cluster = Cluster(self.config)        # the read-ahead thread's, not shared
+        steps = iter_ranges(cluster, self.config, {
+            TopicPartition(topic, p): (int(a), int(b)) for p, (a, b) in ranges.items()},
+            step_bytes=step_bytes, headers=headers,
+            timeout=(timeout_ms / 1000) if timeout_ms is not None else None)
+        try:
+            for step in steps:
+                yield from step.batches
+        finally:
+            steps.close()
+            cluster.close()
 
     def close(self) -> None:
         """Leave the group (committing first with auto-commit) and close connections."""
