@@ -326,13 +326,12 @@ class Consumer:
         ranges too big for memory (export to Parquet, a Spark task).
 
         Within a partition, batches come in offset order. The next step is read
-        by a thread, on a cluster connection of its own, so the consumer stays
+        by a thread, on cluster connections of its own, so the consumer stays
         usable meanwhile.
         """
         from .reader import iter_ranges
 
-        cluster = Cluster(self.config)        # the read-ahead thread's, not shared
-        steps = iter_ranges(cluster, self.config, {
+        steps = iter_ranges(self.config, {
             TopicPartition(topic, p): (int(a), int(b)) for p, (a, b) in ranges.items()},
             step_bytes=step_bytes, headers=headers,
             timeout=(timeout_ms / 1000) if timeout_ms is not None else None)
@@ -340,8 +339,7 @@ class Consumer:
             for step in steps:
                 yield from step.batches
         finally:
-            steps.close()
-            cluster.close()
+            steps.close()           # stops the read-ahead thread now, not at collection
 
     def close(self) -> None:
         """Leave the group (committing first with auto-commit) and close connections."""

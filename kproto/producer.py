@@ -410,7 +410,7 @@ class Producer:
                     self._wait_for_buffer(b.size)
                     self._queued_bytes += b.size
                     self._unfinished += 1
-                    self._topic_used[topic] = time.monotonic()
+                    self._topic_used[topic] = b.created
                     self._ready.setdefault((b.topic, b.partition), deque()).append(b)
                     self._cond.notify_all()
         return BatchFuture(batches)

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Generator, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -240,8 +241,8 @@ def read_ranges_result(cluster: Cluster, config: Mapping[str, Any],
         return f.step(work) if work else ReadResult()
 
 
-def iter_ranges(cluster: Cluster, config: Mapping[str, Any],
-                ranges: Mapping[Any, tuple[int, int]], *, step_bytes: int = 64 << 20,
+def iter_ranges(config: Mapping[str, Any], ranges: Mapping[Any, tuple[int, int]], *,
+                step_bytes: int = 64 << 20,
                 timeout: float | None = None, connections_per_broker: int = 2,
                 on_gap: str = "skip", headers: bool = True,
                 read_ahead: bool = True) -> Generator[ReadResult, None, None]:
@@ -257,11 +258,15 @@ def iter_ranges(cluster: Cluster, config: Mapping[str, Any],
     :func:`read_ranges_result` splits a whole range; the connections are kept
     from one step to the next. With ``read_ahead`` the next step is read by a
     thread while the caller works on the current one (two steps in memory).
+
+    It reads on a :class:`~kproto.net.cluster.Cluster` of its own, made from
+    ``config`` (client settings) and used only by the thread that reads; close
+    the generator to stop early.
     """
     if step_bytes <= 0:
         raise ValueError(f"step_bytes must be positive, not {step_bytes}")
-    steps = _steps(cluster, config, ranges, step_bytes, timeout, connections_per_broker,
-                   on_gap, headers)
+    steps = _steps(config, ranges, step_bytes, timeout, connections_per_broker, on_gap,
+                   headers)
     return _ahead(steps, "kproto-read-ahead") if read_ahead else steps
 
 
@@ -301,10 +306,12 @@ def _ahead(items: Generator[Any, None, None], name: str) -> Generator[Any, None,
         worker.join()
 
 
-def _steps(cluster: Cluster, config: Mapping[str, Any], ranges: Mapping[Any, tuple[int, int]],
-           step_bytes: int, timeout: float | None, connections_per_broker: int, on_gap: str,
+def _steps(config: Mapping[str, Any], ranges: Mapping[Any, tuple[int, int]], step_bytes: int,
+           timeout: float | None, connections_per_broker: int, on_gap: str,
            headers: bool) -> Generator[ReadResult, None, None]:
-    with _Fetcher(cluster, config, timeout, connections_per_broker, on_gap, headers) as f:
+    # a cluster of its own: used only by the thread that runs this generator
+    with closing(Cluster(config)) as cluster, \
+            _Fetcher(cluster, config, timeout, connections_per_broker, on_gap, headers) as f:
         left = {r.tp: r for r in f.prepare(ranges)}
         seen: dict[_TP, list[int]] = {}      # tp -> [offsets read, Arrow bytes read]
         while left:
@@ -317,15 +324,16 @@ def _steps(cluster: Cluster, config: Mapping[str, Any], ranges: Mapping[Any, tup
                 work = [_Range(tp, r.position, min(r.end, r.position + max(
                     1, int(share * seen[tp][0] / seen[tp][1])))) for tp, r in left.items()]
             result = f.step(work, probe=bool(probe))
+            sizes: dict[tuple[str, int], int] = {}
+            for b in result.batches:
+                key = _batch_key(b)[:2]
+                sizes[key] = sizes.get(key, 0) + b.nbytes
             for piece in work:
                 r = left[piece.tp]
                 key = (piece.tp.topic, piece.tp.partition)
-                read = piece.position - r.position
                 stats = seen.setdefault(piece.tp, [0, 0])
-                stats[0] += read
-                stats[1] += sum(b.nbytes for b in result.batches
-                                if (b.column("topic")[0].as_py(),
-                                    b.column("partition")[0].as_py()) == key)
+                stats[0] += piece.position - r.position
+                stats[1] += sizes.get(key, 0)
                 r.position = piece.position
                 if key in result.short:
                     # the log ends before this range does
@@ -399,8 +407,7 @@ class _Fetcher:
                     cluster.refresh_metadata()
                 except KprotoError as exc:
                     log.debug("metadata refresh failed: %s", exc)
-            _launch(cluster, todo, self.lanes, in_flight, self.max_wait, self.partition_bytes,
-                    self.fetch_bytes, self.read_committed, self.nlanes)
+            _launch(self, todo, in_flight)
             if not in_flight:
                 time.sleep(cluster.retry_backoff_ms / 1000)
                 continue
@@ -425,10 +432,14 @@ class _Fetcher:
                 # the pieces of a range are done: so is the range
                 r.position = max(r.position, r.end)
         # pieces of one partition arrive in any order: give them in offset order
-        result.batches.sort(key=lambda b: (b.column("topic")[0].as_py(),
-                                           b.column("partition")[0].as_py(),
-                                           b.column("offset")[0].as_py()))
+        result.batches.sort(key=_batch_key)
         return result
+
+
+def _batch_key(batch: pyarrow.RecordBatch) -> tuple[str, int, int]:
+    """(topic, partition, first offset) of a batch the reader made (never empty)."""
+    return (batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py(),
+            batch.column("offset")[0].as_py())
 
 
 def _split(work: list[_Range], cluster: Cluster, lanes: int) -> list[_Range]:
@@ -448,11 +459,11 @@ def _split(work: list[_Range], cluster: Cluster, lanes: int) -> list[_Range]:
     return out
 
 
-def _launch(cluster: Cluster, todo: list[_Range], lanes: dict[tuple[int, int], BrokerConnection],
-            in_flight: dict[tuple[int, int], tuple[list[_Range], float]], max_wait: int,
-            partition_bytes: int, fetch_bytes: int, read_committed: bool, nlanes: int) -> None:
+def _launch(f: _Fetcher, todo: list[_Range],
+            in_flight: dict[tuple[int, int], tuple[list[_Range], float]]) -> None:
     """Send a Fetch on every idle lane for ranges not in flight (one range of a
     partition per Fetch: a Fetch names a partition once)."""
+    cluster, lanes = f.cluster, f.lanes
     by_leader: dict[int, list[_Range]] = {}
     for r in todo:
         if not r.in_flight:
@@ -462,7 +473,7 @@ def _launch(cluster: Cluster, todo: list[_Range], lanes: dict[tuple[int, int], B
                 continue
             by_leader.setdefault(node, []).append(r)
     for node, rs in by_leader.items():
-        for lane_no in range(nlanes):
+        for lane_no in range(f.nlanes):
             lane = (node, lane_no)
             if lane in in_flight or not rs:
                 continue
@@ -477,11 +488,11 @@ def _launch(cluster: Cluster, todo: list[_Range], lanes: dict[tuple[int, int], B
             for r in chosen:
                 topics.setdefault(r.tp.topic, []).append({
                     "partition": r.tp.partition, "fetch_offset": r.position,
-                    "partition_max_bytes": partition_bytes, "current_leader_epoch": -1,
+                    "partition_max_bytes": f.partition_bytes, "current_leader_epoch": -1,
                     "log_start_offset": -1})
             fields = {
-                "max_wait_ms": max_wait, "min_bytes": 1, "max_bytes": fetch_bytes,
-                "isolation_level": int(read_committed), "session_id": 0, "session_epoch": -1,
+                "max_wait_ms": f.max_wait, "min_bytes": 1, "max_bytes": f.fetch_bytes,
+                "isolation_level": int(f.read_committed), "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": t, "topic_id": _topic_id(cluster, t), "partitions": ps}
                            for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}

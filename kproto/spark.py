@@ -497,13 +497,9 @@ def _by_topic(batch: Any, topic: str | None) -> Iterator[tuple[str, Any]]:
 
 def read_partition(part: KafkaRange, schema: Any = None) -> Iterator[Any]:
     """Read one planned range and yield Arrow batches in Spark's exact layout."""
-    from .net.cluster import Cluster
-
-    settings = dict(part.settings)
     target = spark_arrow_schema(part.include_headers)
-    cluster = Cluster(settings)
     # in steps of bounded size: a task's memory does not grow with its range
-    steps = iter_ranges(cluster, settings, {(part.topic, part.partition): (part.start, part.end)},
+    steps = iter_ranges(dict(part.settings), {(part.topic, part.partition): (part.start, part.end)},
                         step_bytes=STEP_BYTES, headers=part.include_headers,
                         on_gap="fail" if part.fail_on_data_loss else "skip")
     try:
@@ -517,8 +513,7 @@ def read_partition(part: KafkaRange, schema: Any = None) -> Iterator[Any]:
                     "were deleted after planning?); set failOnDataLoss=false to read what is "
                     "there", topic=part.topic, partition=part.partition)
     finally:
-        steps.close()            # the read-ahead thread first (it uses the cluster)
-        cluster.close()
+        steps.close()            # stops the read-ahead thread now, not at collection
 
 
 def spark_arrow_schema(include_headers: bool) -> Any:

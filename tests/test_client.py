@@ -336,33 +336,21 @@ def test_iter_range_steps_are_bounded_and_equal_read_range(broker, unique_topic)
             pc.equal(whole.column("partition"), p)).column("value").to_pylist()
     # the steps after each partition's first answer hold about step_bytes (the
     # first answer is as big as the broker makes it: Tansu ignores byte limits)
-    from kproto.net.cluster import Cluster
     from kproto.reader import iter_ranges
 
     config = resolve("consumer", bootstrap_servers=broker.bootstrap)
-    cluster = Cluster(config)
-    try:
-        sizes = [sum(b.nbytes for b in step.batches) for step in iter_ranges(
-            cluster, config, {(unique_topic, p): r for p, r in ranges.items()},
-            step_bytes=512 << 10)]
-    finally:
-        cluster.close()
+    sizes = [sum(b.nbytes for b in step.batches) for step in iter_ranges(
+        config, {(unique_topic, p): r for p, r in ranges.items()}, step_bytes=512 << 10)]
     assert len(sizes) > 4 and max(sizes[2:]) < 1.5 * (512 << 10), sizes
 
 
 def test_iter_ranges_ends_short_ranges_at_the_high_watermark(tansu, unique_topic):
-    from kproto.net.cluster import Cluster
     from kproto.reader import iter_ranges
 
     with Producer(bootstrap_servers=tansu.bootstrap) as producer:
         producer.send_batch(unique_topic, _table(5000), partition=0).result(30)
     config = resolve("consumer", bootstrap_servers=tansu.bootstrap)
-    cluster = Cluster(config)
-    try:
-        steps = list(iter_ranges(cluster, config, {(unique_topic, 0): (100, 9000)},
-                                 step_bytes=64 << 10))
-    finally:
-        cluster.close()
+    steps = list(iter_ranges(config, {(unique_topic, 0): (100, 9000)}, step_bytes=64 << 10))
     offsets = [o for s in steps for b in s.batches for o in b.column("offset").to_pylist()]
     assert offsets == list(range(100, 5000))
     shorts = [s.short for s in steps if s.short]

@@ -37,7 +37,7 @@ if how == "all":
     rows = read_ranges_result(cluster, config, {("big", 0): (0, n)}).num_rows
 else:
     rows = sum(step.num_rows for step in iter_ranges(
-        cluster, config, {("big", 0): (0, n)}, step_bytes=step_mb << 20))
+        config, {("big", 0): (0, n)}, step_bytes=step_mb << 20))
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 cluster.close()
