@@ -612,30 +612,7 @@ def tables(path: str) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] != "--table":
-        print(__doc__)
-        return 2
-    if len(argv) > 1 and not argv[1].startswith("-"):
-        print(tables(argv[1]))
-        return 0
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        args = argv[1:]
-        kept = [a for a in args if a.startswith("--benchmark-json=")]
-        out = kept[-1].split("=", 1)[1] if kept else os.path.join(tmp, "bench.json")
-        if not kept:
-            args.append(f"--benchmark-json={out}")
-        code = pytest.main([__file__, "-o", "python_files=bench_*.py", "-p", "no:cacheprovider",
-                            *args])
-        if code != 0:
-            return int(code)
-        if os.path.exists(out):     # not with --benchmark-disable
-            print()
-            print(tables(out))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from summarize import table_main  # benchmarks/ is sys.path[0] here
+
+    sys.exit(table_main(__file__, __doc__, tables, sys.argv[1:]))

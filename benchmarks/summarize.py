@@ -1,13 +1,48 @@
 """Turn a pytest-benchmark JSON file into the ratio tables of BENCHMARKS.md.
 
     python benchmarks/summarize.py bench.json
+
+``table_main`` is the ``--table`` command line the benchmark modules that print their
+own tables share (bench_clients.py, bench_spark.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from collections import defaultdict
+from collections.abc import Callable
+
+
+def table_main(script: str, doc: str | None, tables: Callable[[str], str],
+               argv: list[str]) -> int:
+    """``script --table [pytest args]`` runs the benchmarks of ``script`` and prints
+    ``tables(json)`` of the run; ``script --table saved.json`` prints the tables of a
+    saved run. Returns the exit status (pytest's when it fails)."""
+    if not argv or argv[0] != "--table":
+        print(doc)
+        return 2
+    if len(argv) > 1 and not argv[1].startswith("-"):
+        print(tables(argv[1]))
+        return 0
+    import pytest
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = argv[1:]
+        kept = [a for a in args if a.startswith("--benchmark-json=")]
+        out = kept[-1].split("=", 1)[1] if kept else os.path.join(tmp, "bench.json")
+        if not kept:
+            args.append(f"--benchmark-json={out}")
+        code = pytest.main([script, "-o", "python_files=bench_*.py", "-p", "no:cacheprovider",
+                            *args])
+        if code != 0:
+            return int(code)
+        if os.path.exists(out):     # not with --benchmark-disable
+            print()
+            print(tables(out))
+    return 0
 
 
 def main(path: str) -> None:
