@@ -168,6 +168,19 @@ class GroupCoordinator:
         return self.cluster.call(fn, what, timeout=max(self.cluster.request_timeout,
                                                        self.config["session_timeout_ms"] / 1000))
 
+    def _check_rebalance(self, code: int, what: str) -> None:
+        """The error of a JoinGroup/SyncGroup answer: a stale member id or generation
+        (forgotten) or a rebalance under way joins again (``_Rejoin``); any other
+        error is raised."""
+        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+            self.member_id, self.generation = "", -1
+            raise _Rejoin()
+        if code == REBALANCE_IN_PROGRESS:
+            raise _Rejoin()
+        cls = error_for_code(code)
+        if cls is not None:
+            raise cls(f"{what} failed", group=self.group_id)
+
     # ------------------------------------------------------------------ membership
 
     def subscribe(self, topics: set[str], pattern: re.Pattern[str] | None,
@@ -263,14 +276,7 @@ class GroupCoordinator:
             if code == MEMBER_ID_REQUIRED:
                 self.member_id = body["member_id"]
                 raise _Rejoin()
-            if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
-                self.member_id, self.generation = "", -1
-                raise _Rejoin()
-            if code == REBALANCE_IN_PROGRESS:
-                raise _Rejoin()
-            cls = error_for_code(code)
-            if cls is not None:
-                raise cls("JoinGroup failed", group=self.group_id)
+            self._check_rebalance(code, "JoinGroup")
             return body
 
         self._stop_heartbeat()
@@ -288,15 +294,7 @@ class GroupCoordinator:
                 "member_id": self.member_id, "group_instance_id": self.instance_id,
                 "protocol_type": "consumer", "protocol_name": self.protocol_name,
                 "assignments": assignments}, timeout=self._rebalance_wait())
-            code = body["error_code"]
-            if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
-                self.member_id, self.generation = "", -1
-                raise _Rejoin()
-            if code == REBALANCE_IN_PROGRESS:
-                raise _Rejoin()
-            cls = error_for_code(code)
-            if cls is not None:
-                raise cls("SyncGroup failed", group=self.group_id)
+            self._check_rebalance(body["error_code"], "SyncGroup")
             return body
 
         synced = self._retry(sync, "SyncGroup")
