@@ -4,6 +4,7 @@ kafka-python's reader: the golden inputs and expected outputs of the record code
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,3 +112,23 @@ def rows_of(cols: Any) -> list[Row]:
     """kproto RecordColumns -> the same row tuples."""
     return [(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers)
             for r in cols]
+
+
+def fetch_response(version: int, record_sets: list[bytes]) -> dict[str, Any]:
+    """A Fetch response (fields for ``protocol.encode``) at ``version`` with one partition of
+    topic "events" per record set, every per-partition field set (tests/test_fetch_slicing.py,
+    the fuzz seeds)."""
+    topic_key = "topic_id" if version >= 13 else "topic"
+    topic_val = uuid.UUID(int=7) if version >= 13 else "events"
+    return {
+        "throttle_time_ms": 3, "error_code": 0, "session_id": 9 if version >= 7 else 0,
+        "responses": [{topic_key: topic_val, "partitions": [
+            {"partition_index": i, "error_code": 0, "high_watermark": 100 + i,
+             "last_stable_offset": 90 + i, "log_start_offset": i,
+             "aborted_transactions": [{"producer_id": 5, "first_offset": 1}] if i == 0 else None,
+             "preferred_read_replica": -1,
+             "current_leader": {"leader_id": 2, "leader_epoch": 4} if i == 1 and version >= 12
+             else {"leader_id": -1, "leader_epoch": -1},
+             "records": rs}
+            for i, rs in enumerate(record_sets)]}],
+    }

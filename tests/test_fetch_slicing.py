@@ -14,33 +14,16 @@ from kproto._pure import fetch as pure_fetch
 from kproto.errors import ProtocolError
 from kproto.protocol.apis import FETCH
 
-from .record_sets import batch_v2, read_with_kafka_python, rows_of, sample_records
+from .record_sets import batch_v2, fetch_response, read_with_kafka_python, rows_of, sample_records
 from .schema_strategies import instance
 
 VERSIONS = list(range(0, 19))
 
 
-def sample_response(version: int, record_sets: list[bytes]) -> dict:
-    topic_key = "topic_id" if version >= 13 else "topic"
-    topic_val = uuid.UUID(int=7) if version >= 13 else "events"
-    return {
-        "throttle_time_ms": 3, "error_code": 0, "session_id": 9 if version >= 7 else 0,
-        "responses": [{topic_key: topic_val, "partitions": [
-            {"partition_index": i, "error_code": 0, "high_watermark": 100 + i,
-             "last_stable_offset": 90 + i, "log_start_offset": i,
-             "aborted_transactions": [{"producer_id": 5, "first_offset": 1}] if i == 0 else None,
-             "preferred_read_replica": -1,
-             "current_leader": {"leader_id": 2, "leader_epoch": 4} if i == 1 and version >= 12
-             else {"leader_id": -1, "leader_epoch": -1},
-             "records": rs}
-            for i, rs in enumerate(record_sets)]}],
-    }
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_slice_matches_engine(version: int) -> None:
     sets = [batch_v2(sample_records(5), base_offset=10), batch_v2(sample_records(3)), b""]
-    body = protocol.encode(1, version, "response", sample_response(version, sets))
+    body = protocol.encode(1, version, "response", fetch_response(version, sets))
     ours = _codec.slice_fetch(body, version)
     assert ours == pure_fetch.slice_fetch(body, version)
     assert [bytes(p.records) for p in ours.partitions] == sets
@@ -60,7 +43,7 @@ def test_slice_matches_engine(version: int) -> None:
 
 
 def test_records_are_zero_copy_views() -> None:
-    body = bytearray(protocol.encode(1, 12, "response", sample_response(
+    body = bytearray(protocol.encode(1, 12, "response", fetch_response(
         12, [batch_v2(sample_records(2))])))
     view = _codec.slice_fetch(body, 12).partitions[0].records
     assert isinstance(view, memoryview) and view.obj is body
@@ -81,7 +64,7 @@ def test_random_responses_agree(version: int) -> None:
 @pytest.mark.parametrize("version", [0, 4, 11, 12, 13])
 def test_truncations_and_mutations_raise_protocol_error(version: int) -> None:
     rng = random.Random(version)
-    body = protocol.encode(1, version, "response", sample_response(
+    body = protocol.encode(1, version, "response", fetch_response(
         version, [batch_v2(sample_records(2)), b"xy"]))
     for n in range(len(body)):
         for impl in (_codec.slice_fetch, pure_fetch.slice_fetch):
@@ -102,7 +85,7 @@ def test_truncations_and_mutations_raise_protocol_error(version: int) -> None:
 def test_decode_fetch_response_one_batch(version: int) -> None:
     recs = sample_records(20)
     sets = [batch_v2(recs[:10], base_offset=0, codec=1), batch_v2(recs[10:], base_offset=0)]
-    body = protocol.encode(1, version, "response", sample_response(version, sets))
+    body = protocol.encode(1, version, "response", fetch_response(version, sets))
     names = {uuid.UUID(int=7): "events"}
     cols = records.decode_fetch_response(body, version, topic_names=names,
                                          start_offsets={("events", 1): 4})

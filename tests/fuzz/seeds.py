@@ -30,6 +30,7 @@ from ..record_sets import (
     Rec,
     batch_v2,
     control_batch,
+    fetch_response,
     message_set,
     patch_v2_attributes,
     sample_records,
@@ -90,24 +91,6 @@ def record_seeds() -> list[bytes]:
 
 
 # --------------------------------------------------------------------------- fetch
-
-
-def fetch_response(version: int, record_sets: list[bytes]) -> dict[str, Any]:
-    """The Fetch response of tests/test_fetch_slicing.py: every per-partition field set."""
-    topic_key = "topic_id" if version >= 13 else "topic"
-    topic_val = uuid.UUID(int=7) if version >= 13 else "events"
-    return {
-        "throttle_time_ms": 3, "error_code": 0, "session_id": 9 if version >= 7 else 0,
-        "responses": [{topic_key: topic_val, "partitions": [
-            {"partition_index": i, "error_code": 0, "high_watermark": 100 + i,
-             "last_stable_offset": 90 + i, "log_start_offset": i,
-             "aborted_transactions": [{"producer_id": 5, "first_offset": 1}] if i == 0 else None,
-             "preferred_read_replica": -1,
-             "current_leader": {"leader_id": 2, "leader_epoch": 4} if i == 1 and version >= 12
-             else {"leader_id": -1, "leader_epoch": -1},
-             "records": rs}
-            for i, rs in enumerate(record_sets)]}],
-    }
 
 
 def fetch_seeds() -> list[bytes]:
