@@ -16,7 +16,7 @@ import selectors
 import threading
 import time
 import uuid
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -26,6 +26,7 @@ import numpy as np
 from . import records
 from .errors import (
     CorruptRecordError,
+    KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
     OffsetOutOfRangeError,
@@ -265,20 +266,30 @@ def iter_ranges(config: Mapping[str, Any], ranges: Mapping[Any, tuple[int, int]]
     """
     if step_bytes <= 0:
         raise ValueError(f"step_bytes must be positive, not {step_bytes}")
-    steps = _steps(config, ranges, step_bytes, timeout, connections_per_broker, on_gap,
+    steps = _Steps(config, ranges, step_bytes, timeout, connections_per_broker, on_gap,
                    headers)
-    return _ahead(steps, "kproto-read-ahead") if read_ahead else steps
+    if read_ahead:
+        return _ahead(steps.run(), "kproto-read-ahead", abort=steps.abort)
+    return steps.run()
 
 
-def _ahead(items: Generator[Any, None, None], name: str) -> Generator[Any, None, None]:
-    """``items``, each produced by a thread while the caller handles the one before."""
+def _ahead(items: Generator[Any, None, None], name: str,
+           abort: Callable[[], None] | None = None) -> Generator[Any, None, None]:
+    """``items``, each produced by a thread while the caller handles the one before.
+
+    Leaving early (close, an exception, Ctrl-C) calls ``abort`` (from the caller's
+    thread) to cut short what the thread is waiting for, then waits for the thread."""
     got: queue.Queue[tuple[bool, Any]] = queue.Queue()
     want = threading.Semaphore(1)
     stop = threading.Event()
 
     def produce() -> None:
         try:
-            while want.acquire() and not stop.is_set():
+            while not stop.is_set():
+                if not want.acquire(timeout=0.2):
+                    continue
+                if stop.is_set():
+                    return
                 try:
                     got.put((True, next(items)))
                 except StopIteration:
@@ -302,38 +313,72 @@ def _ahead(items: Generator[Any, None, None], name: str) -> Generator[Any, None,
             yield item
     finally:
         stop.set()
-        want.release()
-        worker.join()
+        # a generator dropped in a reference cycle can be finalized on the worker itself
+        if threading.current_thread() is not worker:
+            if abort is not None and worker.is_alive():
+                abort()
+            worker.join()
 
 
-def _steps(config: Mapping[str, Any], ranges: Mapping[Any, tuple[int, int]], step_bytes: int,
-           timeout: float | None, connections_per_broker: int, on_gap: str,
-           headers: bool) -> Generator[ReadResult, None, None]:
-    # a cluster of its own: used only by the thread that runs this generator
-    with closing(Cluster(config)) as cluster, \
-            _Fetcher(cluster, config, timeout, connections_per_broker, on_gap, headers) as f:
-        left = {r.tp: r for r in f.prepare(ranges)}
-        seen: dict[_TP, list[int]] = {}      # tp -> [offsets read, Arrow bytes read]
+class _Steps:
+    """The steps of :func:`iter_ranges`: ``run()`` reads them on a Cluster of its own
+    (used only by the thread running the generator); ``abort()``, from any thread,
+    makes the step being read fail at once."""
+
+    def __init__(self, config: Mapping[str, Any], ranges: Mapping[Any, tuple[int, int]],
+                 step_bytes: int, timeout: float | None, connections_per_broker: int,
+                 on_gap: str, headers: bool) -> None:
+        self.config, self.ranges, self.step_bytes = config, ranges, step_bytes
+        self.args = (timeout, connections_per_broker, on_gap, headers)
+        self.fetcher: _Fetcher | None = None
+        self.aborted = False
+
+    def abort(self) -> None:
+        self.aborted = True
+        f = self.fetcher
+        if f is not None:
+            f.abort()
+
+    def run(self) -> Generator[ReadResult, None, None]:
+        with closing(Cluster(self.config)) as cluster, \
+                _Fetcher(cluster, self.config, *self.args) as f:
+            self.fetcher = f
+            if self.aborted:
+                f.abort()
+            yield from self._steps(f)
+
+    def _steps(self, f: _Fetcher) -> Generator[ReadResult, None, None]:
+        left = {r.tp: r for r in f.prepare(self.ranges)}
+        # tp -> [offsets, Arrow bytes] read so far: the window of the next step
+        seen: dict[_TP, list[int]] = {}
         while left:
             # partitions with no records read yet are probed first: one answer each
             probe = [tp for tp in left if seen.get(tp, (0, 0))[1] == 0]
             if probe:
                 work = [_Range(tp, left[tp].position, left[tp].end) for tp in probe]
             else:
-                share = step_bytes / len(left)
+                share = self.step_bytes / len(left)
                 work = [_Range(tp, r.position, min(r.end, r.position + max(
                     1, int(share * seen[tp][0] / seen[tp][1])))) for tp, r in left.items()]
             result = f.step(work, probe=bool(probe))
-            sizes: dict[tuple[str, int], int] = {}
+            sizes: dict[tuple[str, int], list[int]] = {}     # -> [rows, Arrow bytes]
             for b in result.batches:
-                key = _batch_key(b)[:2]
-                sizes[key] = sizes.get(key, 0) + b.nbytes
+                size = sizes.setdefault(_batch_key(b)[:2], [0, 0])
+                size[0] += b.num_rows
+                size[1] += b.nbytes
             for piece in work:
                 r = left[piece.tp]
                 key = (piece.tp.topic, piece.tp.partition)
-                stats = seen.setdefault(piece.tp, [0, 0])
-                stats[0] += piece.position - r.position
-                stats[1] += sizes.get(key, 0)
+                rows, nbytes = sizes.get(key, (0, 0))
+                if nbytes:
+                    # Offsets per byte, from offsets that held records: not the gaps
+                    # skipped (retention) nor more than 2 offsets a record (control
+                    # records, compaction), or a hole would make the next window, and
+                    # the memory it takes, without bound.
+                    gone = sum(b - a for a, b in result.gaps.get(key, ()))
+                    stats = seen.setdefault(piece.tp, [0, 0])
+                    stats[0] += max(1, min(piece.position - r.position - gone, 2 * rows))
+                    stats[1] += nbytes
                 r.position = piece.position
                 if key in result.short:
                     # the log ends before this range does
@@ -364,6 +409,14 @@ class _Fetcher:
         self.headers = headers
         # one Fetch in flight per (leader, lane); lanes are extra connections to the leader
         self.lanes: dict[tuple[int, int], BrokerConnection] = {}
+        self.aborted = False
+
+    def abort(self) -> None:
+        """From another thread: the step being read fails at once (KafkaConnectionError)."""
+        self.aborted = True
+        for conn in list(self.lanes.values()):
+            conn.abort()
+        self.cluster.abort()
 
     def __enter__(self) -> _Fetcher:
         return self
@@ -390,6 +443,7 @@ class _Fetcher:
         cluster = self.cluster
         result = ReadResult()
         starts = {id(r): r.position for r in work}
+        ends = {(r.tp.topic, r.tp.partition): r.end for r in work}
         pieces = work if probe else _split(work, cluster, self.nlanes)
         in_flight: dict[tuple[int, int], tuple[list[_Range], float]] = {}
         last_progress = time.monotonic()
@@ -398,6 +452,8 @@ class _Fetcher:
                     and not (probe and r.position > starts[id(r)])]
             if not todo:
                 break
+            if self.aborted:
+                raise KafkaConnectionError("the read was stopped")
             if time.monotonic() - last_progress > self.patience:
                 left = {f"{r.tp.topic}[{r.tp.partition}]": (r.position, r.end) for r in todo}
                 raise KafkaTimeoutError(f"bounded read made no progress for "
@@ -431,6 +487,8 @@ class _Fetcher:
             for r in work:
                 # the pieces of a range are done: so is the range
                 r.position = max(r.position, r.end)
+        for key, (mark, _) in result.short.items():
+            result.short[key] = (mark, ends[key])     # a piece's end is not the range's
         # pieces of one partition arrive in any order: give them in offset order
         result.batches.sort(key=_batch_key)
         return result
@@ -570,8 +628,9 @@ def _absorb(f: _Fetcher, resp: Any, sent: list[_Range], result: ReadResult) -> b
             if start <= r.position:
                 # past the end? (Kafka answers a fetch beyond the high watermark so;
                 # a split range's later pieces can start there)
-                mark = p.high_watermark if p.high_watermark >= 0 else \
-                    list_offsets(cluster, {}, {r.tp: LATEST})[r.tp][0]
+                mark = p.high_watermark if p.high_watermark >= 0 else list_offsets(
+                    cluster, {"isolation_level": "read_committed" if read_committed else ""},
+                    {r.tp: LATEST})[r.tp][0]
                 if 0 <= mark <= r.position:
                     result.short[(r.tp.topic, r.tp.partition)] = (mark, r.end)
                     r.end = r.position
@@ -617,7 +676,9 @@ def _absorb(f: _Fetcher, resp: Any, sent: list[_Range], result: ReadResult) -> b
             batch = cols.to_arrow(headers=f.headers)
             stop = int(np.searchsorted(cols.offset, r.end))
             if stop < len(cols):
-                batch = batch.slice(0, stop)
+                # a slice keeps the whole answer's buffers: copy a small part
+                batch = batch.slice(0, stop) if 2 * stop >= len(cols) else batch.take(
+                    np.arange(stop))
             if batch.num_rows:
                 result.batches.append(batch)
         r.position = max(r.position, cols.next_offset)

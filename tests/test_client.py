@@ -357,6 +357,115 @@ def test_iter_ranges_ends_short_ranges_at_the_high_watermark(tansu, unique_topic
     assert shorts == [{(unique_topic, 0): (5000, 9000)}]
 
 
+def test_iter_ranges_steps_stay_bounded_after_a_gap(mock_cluster, unique_topic, monkeypatch):
+    """Offsets skipped as a gap (the log starts later: retention) say nothing of how
+    many bytes an offset holds: the steps after one hold about step_bytes, not the
+    rest of the range at once. (The mock has no DeleteRecords: Fetch answers below
+    offset 3000 are rewritten into Kafka's, OFFSET_OUT_OF_RANGE with the log start.)"""
+    import kproto.reader as reader
+
+    log_start, end = 3000, 12000
+    with Producer(bootstrap_servers=mock_cluster.bootstrap, batch_size=16384) as producer:
+        for first, last in ((0, log_start), (log_start, end)):     # a batch starts at 3000
+            for i in range(first, last):
+                producer.send(unique_topic, b"%06d" % i + b"x" * 100, partition=0)
+            producer.flush(30)
+    slice_fetch = reader.records.slice_fetch
+
+    def gone_below_log_start(body, version):
+        sliced = slice_fetch(body, version)
+        parts = [p._replace(error_code=1, log_start_offset=log_start, high_watermark=-1,
+                            records=None)
+                 if p.records is not None and len(p.records) >= 8
+                 and int.from_bytes(bytes(p.records[:8]), "big") < log_start else p
+                 for p in sliced.partitions]
+        return sliced._replace(partitions=parts)
+
+    monkeypatch.setattr(reader.records, "slice_fetch", gone_below_log_start)
+    config = resolve("consumer", bootstrap_servers=mock_cluster.bootstrap,
+                     max_partition_fetch_bytes=32 << 10)
+    step_bytes = 128 << 10
+    steps = list(reader.iter_ranges(config, {(unique_topic, 0): (0, end)},
+                                    step_bytes=step_bytes))
+    offsets = [o for s in steps for b in s.batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(log_start, end))
+    assert [s.gaps for s in steps if s.gaps] == [{(unique_topic, 0): [(0, log_start)]}]
+    sizes = [sum(b.nbytes for b in s.batches) for s in steps]
+    assert len(sizes) > 5 and max(sizes) < 1.5 * step_bytes, sizes
+
+
+def test_steps_do_not_keep_whole_answers_alive(mock_cluster, unique_topic):
+    """A step whose window ends early in a Fetch answer copies the records it keeps
+    rather than holding the whole decoded answer through a zero-copy slice."""
+    from kproto.reader import iter_ranges
+
+    with Producer(bootstrap_servers=mock_cluster.bootstrap, batch_size=1 << 20,
+                  linger_ms=50) as producer:
+        producer.send_batch(unique_topic, _table(20000, keys=False), partition=0).result(30)
+    config = resolve("consumer", bootstrap_servers=mock_cluster.bootstrap,
+                     max_partition_fetch_bytes=1 << 20)
+    step_bytes = 64 << 10
+    held = []
+    for step in iter_ranges(config, {(unique_topic, 0): (0, 20000)}, step_bytes=step_bytes):
+        held.append(sum(buf.size for b in step.batches for col in b.columns
+                        for buf in col.buffers() if buf is not None))
+    assert len(held) > 5 and max(held[1:]) < 2 * step_bytes, held
+
+
+def test_read_ranges_result_short_names_the_requested_end(mock_cluster, unique_topic):
+    """A range split into pieces reports (high watermark, the range's end), not a piece's end."""
+    from kproto.net.cluster import Cluster
+    from kproto.reader import read_ranges_result
+
+    with Producer(bootstrap_servers=mock_cluster.bootstrap) as producer:
+        producer.send_batch(unique_topic, _table(10), partition=0).result(30)
+    config = resolve("consumer", bootstrap_servers=mock_cluster.bootstrap)
+    cluster = Cluster(config)
+    try:
+        for lanes in (1, 2, 4, 4, 4):
+            got = read_ranges_result(cluster, config, {(unique_topic, 0): (0, 100000)},
+                                     connections_per_broker=lanes)
+            assert got.num_rows == 10
+            assert got.short == {(unique_topic, 0): (10, 100000)}, lanes
+    finally:
+        cluster.close()
+
+
+def test_closing_iter_ranges_on_a_hung_broker_returns_at_once(mock_cluster, unique_topic):
+    """Leaving an iter_ranges loop early (close, or dropping the generator) while the
+    read-ahead thread waits on a hung broker cuts that wait short: no request timeout
+    to sit out."""
+    from kproto.reader import iter_ranges
+    from kproto.testing import proxy_cluster
+
+    with Producer(bootstrap_servers=mock_cluster.bootstrap, batch_size=16384) as producer:
+        producer.send_batch(unique_topic, _table(20000, keys=False), partition=0).result(30)
+    proxies = proxy_cluster(mock_cluster.brokers)
+    try:
+        config = resolve("consumer", bootstrap_servers=",".join(
+            f"127.0.0.1:{p.port}" for p in proxies), request_timeout_ms=20000,
+            max_partition_fetch_bytes=32 << 10)
+        for leave in ("close", "drop"):
+            steps = iter_ranges(config, {(unique_topic, 0): (0, 20000)}, step_bytes=64 << 10)
+            next(steps)
+            for p in proxies:
+                p.stall = True
+            time.sleep(0.3)          # the read-ahead thread is waiting for an answer now
+            began = time.monotonic()
+            if leave == "close":
+                steps.close()
+            else:
+                del steps            # dropped: closed by its finalizer
+            assert time.monotonic() - began < 3, leave
+            assert not any(t.name == "kproto-read-ahead" for t in threading.enumerate())
+            for p in proxies:
+                p.stall = False
+                p.drop_connections()
+    finally:
+        for p in proxies:
+            p.stop()
+
+
 def test_poll_batch_spans_leaders(mock_cluster, unique_topic):
     """On the mock cluster the 4 partitions are led by different brokers."""
     with Producer(bootstrap_servers=mock_cluster.bootstrap) as producer:

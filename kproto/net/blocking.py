@@ -118,6 +118,17 @@ class BrokerConnection:
             self._sock.close()
             self._sock = None
 
+    def abort(self) -> None:
+        """Shut the socket down without closing it; safe from another thread: a call
+        blocked on this connection fails at once (the owner still calls close())."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                # the plain socket's shutdown, also for TLS (SSLSocket's drops its state)
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def __enter__(self) -> BrokerConnection:
         return self.connect()
 

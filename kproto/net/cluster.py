@@ -253,6 +253,15 @@ class Cluster:
             self._bootstrap_conn.close()
             self._bootstrap_conn = None
 
+    def abort(self) -> None:
+        """Stop this cluster's user from another thread: no new connections, and a call
+        blocked on one fails at once (see BrokerConnection.abort); the thread that uses
+        the cluster still closes it."""
+        self._closed = True
+        for conn in [*self._connections.values(), self._bootstrap_conn]:
+            if conn is not None:
+                conn.abort()
+
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaConnectionError("the client is closed")
@@ -476,14 +485,14 @@ class Cluster:
     def call(self, fn: Callable[[], T], what: str, *, timeout: float | None = None) -> T:
         """Run ``fn`` again (after a metadata refresh where the error says so) while
         it raises retriable errors, with backoff, until ``timeout`` (default the
-        request timeout); then re-raise the last error."""
+        request timeout) or the cluster is closed; then re-raise the last error."""
         deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         delays = iter(backoff_delays(self.retry_backoff_ms, self.retry_backoff_max_ms))
         while True:
             try:
                 return fn()
             except (BrokerError, KafkaConnectionError, KafkaTimeoutError) as exc:
-                if not exc.retriable or time.monotonic() >= deadline:
+                if not exc.retriable or self._closed or time.monotonic() >= deadline:
                     raise
                 if exc.invalid_metadata or isinstance(exc, KafkaConnectionError):
                     self._stale = True
