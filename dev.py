@@ -23,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-BUILD_INPUTS = ["pyproject.toml", "setup.py", "kproto/*.pyx", "kproto/*.pxd", "kproto/*.h"]
+BUILD_INPUTS = ["pyproject.toml", "setup.py", "kproto/*.pyx", "kproto/*.pxd", "kproto/*.pxi",
+                "kproto/*.h"]
+BUILD_FLAGS = ["KPROTO_DEBUG", "KPROTO_SANITIZE"]    # setup.py's build switches
 
 
 def run(*cmd: str | Path, **kw: object) -> None:
@@ -60,9 +62,11 @@ def ensure(extras: str) -> None:
             "numpy>=2.0")
         run(PY, "-m", "pip", "install", "-q", "--no-build-isolation", "-e", f".[{extras}]")
         stamp(f"deps-{extras}", deps_key)
-    build_key = digest(BUILD_INPUTS)
+    build_key = digest(BUILD_INPUTS) + "".join(f";{k}={os.environ.get(k) == '1'}"
+                                               for k in BUILD_FLAGS)
     if not stamped("build", build_key):
-        run(PY, "setup.py", "-q", "build_ext", "--inplace")
+        # --force: a changed switch (BUILD_FLAGS) leaves every file as it was
+        run(PY, "setup.py", "-q", "build_ext", "--inplace", "--force")
         stamp("build", build_key)
 
 

@@ -4,7 +4,8 @@ Every case runs in a fresh subprocess (``python -m tests.test_bounds CASE INPUT`
 reads its input from a file, resets the kernel's peak-RSS counter (``/proc/self/clear_refs``)
 and then decodes; the peak RSS growth (VmHWM after minus VmRSS before) and the peak of
 Python-level allocations (tracemalloc: bytes, bytearrays, NumPy arrays) prove what was
-allocated. ``python -m tests.test_bounds --report`` prints the table in docs/fuzzing.md.
+allocated. ``python -m tests.test_bounds --report`` prints the measured table (the limits are in
+docs/fuzzing.md).
 
 Limits and their knobs:
 

@@ -1,6 +1,6 @@
 """Run kproto's fuzz targets with atheris (libFuzzer), one process per target, in turn.
 
-    python tests/fuzz/run.py --short                      # every target ~4 s (tests/test_fuzz.py)
+    python tests/fuzz/run.py --short                      # every target ~4 s (the suite: 3 s)
     python tests/fuzz/run.py --long                       # every target 10 million executions
     python tests/fuzz/run.py records_cython --seconds 600
     python tests/fuzz/run.py --long --build /tmp/kproto-fuzz-cov        # Cython edges too
@@ -38,6 +38,8 @@ from tests.fuzz.targets import INSTRUMENT, TARGETS  # noqa: E402
 MAX_LEN = {"records": 8192, "fetch": 4096, "protocol": 2048}
 LONG_RUNS = 10_000_000
 SHORT_SECONDS = 4
+#: libFuzzer's artifact prefixes, and ours (--keep-going)
+FINDING_KINDS = ("crash", "timeout", "oom", "leak", "finding")
 
 
 # --------------------------------------------------------------------------- the child
@@ -129,8 +131,9 @@ def run_target(target: str, args: argparse.Namespace, extra: list[str]) -> dict[
     work = Path(args.work) / target
     corpus = work / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
-    for old in [*work.glob("crash-*"), *work.glob("finding-*")]:
-        old.unlink()
+    for old in work.iterdir():     # findings of an earlier run are not this run's
+        if old.name.split("-")[0] in FINDING_KINDS:
+            old.unlink()
     fuzz_args = [f"-max_len={MAX_LEN[decoder]}", "-timeout=10", "-rss_limit_mb=2048",
                  "-print_final_stats=1", f"-artifact_prefix={work}/"]
     if args.runs is not None:
@@ -155,9 +158,7 @@ def run_target(target: str, args: argparse.Namespace, extra: list[str]) -> dict[
                             cwd=str(ROOT)).returncode
     seconds = time.monotonic() - started
     text = log_path.read_text(errors="replace")
-    findings = sorted(str(p) for p in work.iterdir()
-                      if p.name.split("-")[0] in ("crash", "timeout", "oom", "leak",
-                                                  "finding"))
+    findings = sorted(str(p) for p in work.iterdir() if p.name.split("-")[0] in FINDING_KINDS)
     result: dict[str, object] = {
         "target": target, "build": args.build or "dev", "asan": args.asan, "rc": rc,
         "seconds": round(seconds, 1), **parse_log(text), "findings": findings,
