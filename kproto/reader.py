@@ -302,10 +302,12 @@ def _ahead(items: Generator[Any, None, None], name: str,
 
     worker = threading.Thread(target=produce, name=name, daemon=True)
     worker.start()
+    ended = False
     try:
         while True:
             ok, item = got.get()
             if not ok:
+                ended = True
                 if item is not None:
                     raise item
                 return
@@ -315,7 +317,7 @@ def _ahead(items: Generator[Any, None, None], name: str,
         stop.set()
         # a generator dropped in a reference cycle can be finalized on the worker itself
         if threading.current_thread() is not worker:
-            if abort is not None and worker.is_alive():
+            if abort is not None and not ended:
                 abort()
             worker.join()
 
