@@ -316,7 +316,9 @@ def _ahead(items: Generator[Any, None, None], name: str,
     finally:
         stop.set()
         # a generator dropped in a reference cycle can be finalized on the worker itself
+        # (which then sees ``stop`` within its acquire timeout)
         if threading.current_thread() is not worker:
+            want.release()           # wake a worker waiting for its turn
             if abort is not None and not ended:
                 abort()
             worker.join()
@@ -398,6 +400,7 @@ class _Fetcher:
     def __init__(self, cluster: Cluster, config: Mapping[str, Any], timeout: float | None,
                  connections_per_broker: int, on_gap: str, headers: bool) -> None:
         self.cluster = cluster
+        self.config = config
         self.read_committed = config.get("isolation_level") == "read_committed"
         self.check_crc = config.get("check_crcs", True)
         self.max_decompressed = config.get("max_decompressed_bytes",
@@ -626,13 +629,12 @@ def _absorb(f: _Fetcher, resp: Any, sent: list[_Range], result: ReadResult) -> b
         if p.error_code == 1:      # OFFSET_OUT_OF_RANGE: the log no longer starts there
             start = p.log_start_offset
             if start < 0:
-                start = list_offsets(cluster, {}, {r.tp: EARLIEST})[r.tp][0]
+                start = list_offsets(cluster, f.config, {r.tp: EARLIEST})[r.tp][0]
             if start <= r.position:
                 # past the end? (Kafka answers a fetch beyond the high watermark so;
                 # a split range's later pieces can start there)
-                mark = p.high_watermark if p.high_watermark >= 0 else list_offsets(
-                    cluster, {"isolation_level": "read_committed" if read_committed else ""},
-                    {r.tp: LATEST})[r.tp][0]
+                mark = p.high_watermark if p.high_watermark >= 0 else \
+                    list_offsets(cluster, f.config, {r.tp: LATEST})[r.tp][0]
                 if 0 <= mark <= r.position:
                     result.short[(r.tp.topic, r.tp.partition)] = (mark, r.end)
                     r.end = r.position
