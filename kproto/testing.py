@@ -155,6 +155,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -741,15 +742,33 @@ class FaultProxy:
     Kafka framing and rewrite the broker ports in Metadata and FindCoordinator
     answers, so that clients of a multi-broker cluster (one proxy per broker,
     all with the same map) reach every broker through its proxy.
+
+    ``answer_hook`` (settable at any time on a proxy made with ``framed=True``
+    or a ``port_map``: the proxy must read the framing from a connection's
+    first byte) rewrites answers: it is called as
+    ``hook(api_key, version, body)`` with every decoded response body and
+    returns the body to forward (changed in place or a new one), or None to
+    forward the answer unchanged. Tests use it to inject broker errors
+    (MESSAGE_TOO_LARGE, REBALANCE_IN_PROGRESS...) into real answers::
+
+        def too_large(key, version, body):
+            if key == 0:                     # Produce
+                for t in body["responses"]:
+                    for p in t["partition_responses"]:
+                        p["error_code"] = 10
+            return body
+        proxy.answer_hook = too_large
     """
 
     _REWRITTEN = (3, 10)   # Metadata, FindCoordinator: answers that name brokers
 
     def __init__(self, upstream_port: int, *, port: int | None = None,
-                 port_map: dict[int, int] | None = None) -> None:
+                 port_map: dict[int, int] | None = None, framed: bool = False) -> None:
         self.upstream = (LOOPBACK, upstream_port)
         self.port = port or free_port()
         self.port_map = dict(port_map or {})
+        self.framed = framed or bool(self.port_map)
+        self.answer_hook: Callable[[int, int, dict[str, Any]], dict[str, Any] | None] | None = None
         self.refuse = False
         self.stall = False
         self.blackhole = False
@@ -878,7 +897,7 @@ class FaultProxy:
                 data = src.recv(65536)
                 if not data:
                     break
-                if self.port_map:
+                if self.framed:
                     buf += data
                     data = self._whole_frames(buf, from_broker, pending)
                     if not data:
@@ -939,7 +958,7 @@ class FaultProxy:
                     frame = self._rewrite(api[0], api[1], frame)
             elif size >= 8:
                 key, version, cid = struct.unpack_from(">hhi", frame, 4)
-                if key in self._REWRITTEN:
+                if key in self._REWRITTEN or self.answer_hook is not None:
                     pending[cid] = (key, version)
             out += frame
         return bytes(out)
@@ -951,12 +970,19 @@ class FaultProxy:
             cid, body = protocol.decode_response(key, version, frame[4:])
         except Exception:  # noqa: BLE001 - not ours to judge: forward it as it came
             return frame
-        for broker in body.get("brokers") or []:
-            broker["port"] = self.port_map.get(broker["port"], broker["port"])
-        for coordinator in [body, *(body.get("coordinators") or [])]:
-            if isinstance(coordinator.get("port"), int):
-                coordinator["port"] = self.port_map.get(coordinator["port"],
-                                                        coordinator["port"])
+        if key in self._REWRITTEN:
+            for broker in body.get("brokers") or []:
+                broker["port"] = self.port_map.get(broker["port"], broker["port"])
+            for coordinator in [body, *(body.get("coordinators") or [])]:
+                if isinstance(coordinator.get("port"), int):
+                    coordinator["port"] = self.port_map.get(coordinator["port"],
+                                                            coordinator["port"])
+        hook = self.answer_hook
+        if hook is not None:
+            changed = hook(key, version, body)
+            if changed is not None:
+                body = changed
+            self._count("rewrite")
         return protocol.encode_response(key, version, cid, body)
 
 
@@ -964,7 +990,8 @@ def proxy_cluster(brokers: list[tuple[int, str, int]]) -> list[FaultProxy]:
     """One started :class:`FaultProxy` per broker of ``brokers`` (``[(node id,
     host, port)]``, e.g. :attr:`MockCluster.brokers`), rewriting the ports in
     Metadata/FindCoordinator answers so clients bootstrapped on the proxies
-    reach every broker through its proxy. Stop each one when done."""
+    reach every broker through its proxy (framed, so ``answer_hook`` works).
+    Stop each one when done."""
     ports = {port: free_port() for _, _, port in brokers}
     proxies = []
     try:
