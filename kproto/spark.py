@@ -34,13 +34,15 @@ Supported options (Spark's names):
 from __future__ import annotations
 
 import json
+import logging
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .config import resolve
-from .errors import ConfigError, OffsetOutOfRangeError
+from .errors import ConfigError, IllegalStateError, OffsetOutOfRangeError
 from .reader import EARLIEST, LATEST, iter_ranges, list_offsets
 
 try:
@@ -61,7 +63,10 @@ try:
 except ImportError:  # pragma: no cover - kproto works without pyspark; this module needs it
     raise ImportError("kproto.spark needs pyspark (pip install 'kproto[spark]')") from None
 
-__all__ = ["KprotoDataSource", "register", "KafkaRange", "SCHEMA_DDL"]
+__all__ = ["KprotoDataSource", "register", "KafkaRange", "SCHEMA_DDL", "DataLossError",
+           "OffsetSpec", "offset_options"]
+
+log = logging.getLogger("kproto.spark")
 
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
               "timestamp timestamp, timestampType int")
@@ -136,6 +141,170 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     return value.strip().lower() == "true"
 
 
+def _positive(options: Mapping[str, str], name: str) -> int:
+    """An optional positive integer option (0 when absent), refused otherwise as Spark does."""
+    value = _option(options, name)
+    if value is None:
+        return 0
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise ConfigError(f"{name} must be positive, not {value!r}")
+    return number
+
+
+# --------------------------------------------------------------------------- offset options
+
+
+class DataLossError(IllegalStateError):
+    """Records a query should have read are gone (Spark's ``KAFKA_DATA_LOSS``):
+    raised with ``failOnDataLoss=true``, logged as a warning otherwise."""
+
+
+# Spark's own words (KafkaSourceProvider, kafka-error-conditions.json)
+_DATA_LOSS_FAIL = (
+    "Some data may have been lost because they are not available in Kafka any more; either "
+    "the data was aged out by Kafka or the topic may have been deleted before all the data in "
+    "the topic was processed. If you don't want your streaming query to fail on such cases, "
+    "set the source option failOnDataLoss to false.")
+_DATA_LOSS_WARN = (
+    "Some data may have been lost because they are not available in Kafka any more; either "
+    "the data was aged out by Kafka or the topic may have been deleted before all the data in "
+    "the topic was processed. If you want your streaming query to fail on such cases, set the "
+    'source option "failOnDataLoss" to "true".')
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where a read starts or ends, as one option gave it (Spark's
+    ``KafkaOffsetRangeLimit``). ``kind``: ``earliest``, ``latest``, ``offsets``
+    (``table``: offset per partition, -2 earliest, -1 latest), ``timestamps``
+    (``table``: milliseconds per partition) or ``timestamp`` (``ms`` for every
+    partition); ``option`` is the option it came from."""
+
+    kind: str
+    option: str
+    table: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    ms: int = 0
+
+
+def _tp_name(tp: tuple[str, int]) -> str:
+    return f"{tp[0]}-{tp[1]}"          # Kafka's TopicPartition.toString, as Spark prints it
+
+
+def _tp_names(tps: Iterable[tuple[str, int]]) -> str:
+    return "[" + ", ".join(_tp_name(tp) for tp in sorted(tps)) + "]"
+
+
+def _offset_spec(options: Mapping[str, str], which: str, default: str) -> OffsetSpec:
+    """The ``which`` (starting/ending) position, in Spark's order of preference:
+    ``{which}Timestamp``, then ``{which}OffsetsByTimestamp``, then ``{which}Offsets``."""
+    name = f"{which}Timestamp"
+    text = _option(options, name)
+    if text is not None:
+        try:
+            ms = int(text.strip())
+        except ValueError:
+            raise ConfigError(f"option {name!r}: expected a single long value, got {text!r}") \
+                from None
+        if ms < 0:
+            raise ConfigError(f"option {name!r}: {ms} is not a time (milliseconds since the "
+                              "epoch, >= 0)")
+        return OffsetSpec("timestamp", name, ms=ms)
+    name = f"{which}OffsetsByTimestamp"
+    text = _option(options, name)
+    if text is not None:
+        table = _json_offsets(text, name)
+        for tp, ms in sorted(table.items()):
+            if ms < 0:      # -1/-2 would silently mean latest/earliest in ListOffsets
+                raise ConfigError(f"option {name!r}: the time for {_tp_name(tp)} is {ms}, not "
+                                  "milliseconds since the epoch (>= 0)")
+        return OffsetSpec("timestamps", name, table)
+    name = f"{which}Offsets"
+    text = _option(options, name)
+    if text is None or text.strip().lower() in ("earliest", "latest"):
+        return OffsetSpec((text or default).strip().lower(), name)
+    table = _json_offsets(text, name)
+    for tp, offset in sorted(table.items()):
+        if offset < EARLIEST:
+            raise ConfigError(f"option {name!r}: {offset} for {_tp_name(tp)} is not an offset "
+                              "(>= 0, -2 for earliest, -1 for latest)")
+    return OffsetSpec("offsets", name, table)
+
+
+def offset_options(options: Mapping[str, str], streaming: bool
+                   ) -> tuple[OffsetSpec, OffsetSpec | None]:
+    """Parse and check the starting/ending options as Spark's Kafka source does
+    (``validateBatchOptions``, ``validateStreamOptions``,
+    ``checkOffsetLimitValidity``): the one check both readers make.
+
+    Returns ``(start, end)``; ``end`` is None for a stream, which has no end.
+    Whether a JSON names exactly the partitions read is checked when they are
+    known (:meth:`_Planner.resolve`)."""
+    if streaming:
+        if _option(options, "endingOffsets") is not None:
+            raise ConfigError("ending offset not valid in streaming queries "
+                              "(option 'endingOffsets')")
+        for name in ("endingOffsetsByTimestamp", "endingTimestamp"):
+            if _option(options, name) is not None:
+                raise ConfigError(f"ending timestamp not valid in streaming queries "
+                                  f"(option {name!r})")
+        return _offset_spec(options, "starting", "latest"), None
+    start = _offset_spec(options, "starting", "earliest")
+    end = _offset_spec(options, "ending", "latest")
+    if start.kind == "latest":
+        raise ConfigError(f"starting offset can't be latest for batch queries on Kafka "
+                          f"(option {start.option!r})")
+    if end.kind == "earliest":
+        raise ConfigError(f"ending offset can't be earliest for batch queries on Kafka "
+                          f"(option {end.option!r})")
+    if start.kind == "offsets":
+        for tp, offset in sorted(start.table.items()):
+            if offset == LATEST:
+                raise ConfigError(f"startingOffsets for {_tp_name(tp)} can't be latest for "
+                                  "batch queries on Kafka")
+    if end.kind == "offsets":
+        for tp, offset in sorted(end.table.items()):
+            if offset == EARLIEST:
+                raise ConfigError(f"ending offset for {_tp_name(tp)} can't be earliest for "
+                                  "batch queries on Kafka")
+    if start.kind == end.kind and start.kind in ("offsets", "timestamps"):
+        if set(start.table) != set(end.table):
+            raise ConfigError(
+                f"The specified start offset and end offset should have the same "
+                f"topic-partitions. Topic-partitions for start offset ({start.option}): "
+                f"{_tp_names(start.table)}, topic-partitions for end offset ({end.option}): "
+                f"{_tp_names(end.table)}.")
+        what = "offset" if start.kind == "offsets" else "timestamp"
+        for tp in sorted(start.table):
+            first, last = start.table[tp], end.table[tp]
+            if first > last >= 0:       # -1/-2 are resolved later, not compared
+                raise ConfigError(f"The specified start {what} {first} is greater than the end "
+                                  f"{what} {last} for topic {tp[0]} partition {tp[1]} "
+                                  f"(options {start.option!r}, {end.option!r}).")
+    return start, end
+
+
+def _check_names_every_partition(spec: OffsetSpec, tps: Iterable[tuple[str, int]]) -> None:
+    """A JSON of offsets or times must name exactly the partitions read (Spark's
+    ``KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED``): a partition left out would
+    otherwise be read from some default the user did not choose."""
+    given, assigned = set(spec.table), set(tps)
+    if given == assigned:
+        return
+    parts = []
+    if assigned - given:
+        parts.append(f"missing {_tp_names(assigned - given)}")
+    if given - assigned:
+        parts.append(f"not read by this query {_tp_names(given - assigned)}")
+    hint = " Use -1 for latest, -2 for earliest." if spec.kind == "offsets" else ""
+    raise ConfigError(f"If {spec.option} contains specific offsets, you must specify all "
+                      f"TopicPartitions ({'; '.join(parts)}).{hint} Specified: "
+                      f"{_tp_names(given)} Assigned: {_tp_names(assigned)}")
+
+
 class KprotoDataSource(DataSource):
     """``spark.read.format("kproto")``: Kafka topics as a DataFrame (see the module)."""
 
@@ -164,12 +333,24 @@ class _Planner:
     """What the batch and the streaming reader share: options, topic discovery,
     offset resolution and splitting ranges into tasks (all on the driver)."""
 
+    #: a streaming reader (options checked as for ``readStream``)
+    streaming = False
+
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self.options = options
         self.schema = schema
         self.settings = client_settings(options)
         self.include_headers = _bool(options, "includeHeaders", False)
         self.fail_on_data_loss = _bool(options, "failOnDataLoss", True)
+        self.min_partitions = _positive(options, "minPartitions")
+        self.max_records = _positive(options, "maxRecordsPerPartition")
+        # checked here, before anything is read: a bad option fails the query at once
+        self.starting, self.ending = offset_options(options, self.streaming)
+        strategy = (_option(options, "startingOffsetsByTimestampStrategy") or "error")
+        self.no_match_strategy = strategy.strip().lower()
+        if self.no_match_strategy not in ("error", "latest"):
+            raise ConfigError("option 'startingOffsetsByTimestampStrategy' must be 'error' or "
+                              f"'latest', not {strategy!r}")
 
     def _topic_partitions(self, cluster: Any) -> list[tuple[str, int]]:
         opts = self.options
@@ -200,49 +381,43 @@ class _Planner:
                 meta = cluster.wait_for_topics(topics, cluster.request_timeout)
         return [(t, p) for t in topics for p in meta.partitions(t)]
 
-    def _offsets(self, cluster: Any, tps: list[tuple[str, int]], which: str,
-                 default: int) -> dict[tuple[str, int], int]:
-        """Resolve starting/ending offsets: by timestamp, JSON, earliest/latest."""
-        opts = self.options
-        wanted: dict[tuple[str, int], int] = {}
-        by_time = _option(opts, f"{which}OffsetsByTimestamp")
-        one_time = _option(opts, f"{which}Timestamp")
-        spec = _option(opts, f"{which}Offsets")
-        if by_time is not None:
-            table = _json_offsets(by_time, f"{which}OffsetsByTimestamp")
-            for tp in tps:
-                if tp not in table:
-                    raise ConfigError(f"{which}OffsetsByTimestamp has no entry for "
-                                      f"{tp[0]}[{tp[1]}]")
-                wanted[tp] = table[tp]
-        elif one_time is not None:
-            wanted = dict.fromkeys(tps, int(one_time))
-        elif spec is None or spec.strip().lower() in ("earliest", "latest"):
-            word = (spec or ("earliest" if default == EARLIEST else "latest")).strip().lower()
-            if which == "ending" and word == "earliest":
-                raise ConfigError("endingOffsets cannot be 'earliest'")
-            wanted = dict.fromkeys(tps, EARLIEST if word == "earliest" else LATEST)
+    def resolve(self, cluster: Any, tps: list[tuple[str, int]], spec: OffsetSpec,
+                starting: bool) -> dict[tuple[str, int], int]:
+        """The offsets ``spec`` means for the partitions ``tps`` (ListOffsets for
+        earliest, latest and times), as Spark's ``KafkaOffsetReader`` resolves them."""
+        if spec.kind in ("offsets", "timestamps"):
+            _check_names_every_partition(spec, tps)
+        if not tps:
+            return {}
+        if spec.kind == "offsets":
+            symbolic = {tp: spec.table[tp] for tp in tps if spec.table[tp] < 0}
+            found = list_offsets(cluster, self.settings, symbolic) if symbolic else {}
+            return {tp: found[tp][0] if tp in found else spec.table[tp] for tp in tps}
+        if spec.kind in ("earliest", "latest"):
+            wanted = dict.fromkeys(tps, EARLIEST if spec.kind == "earliest" else LATEST)
+        elif spec.kind == "timestamps":
+            wanted = {tp: spec.table[tp] for tp in tps}
         else:
-            table = _json_offsets(spec, f"{which}Offsets")
-            wanted = {tp: table.get(tp, default) for tp in tps}
-            explicit = {tp: o for tp, o in wanted.items() if o >= 0}
-            if explicit:
-                symbolic = {tp: o for tp, o in wanted.items() if o < 0}
-                found = list_offsets(cluster, self.settings, symbolic) if symbolic else {}
-                return {tp: explicit.get(tp, found.get(tp, (0, 0))[0]) for tp in tps}
+            wanted = dict.fromkeys(tps, spec.ms)
         found = list_offsets(cluster, self.settings, wanted)
         out = {}
         for tp in tps:
-            offset = found[tp][0]
-            if offset < 0:      # no record at or after that time: the end of the log
+            offset, stamp = found[tp]
+            # no record at or after that time: Kafka answers offset -1, Tansu offset 0;
+            # both answer timestamp -1 (a found record's own time is never -1 here)
+            if spec.kind in ("timestamps", "timestamp") and (offset < 0 or stamp < 0):
+                if starting and self.no_match_strategy == "error":
+                    raise ConfigError(
+                        f"No offset matched from request of topic-partition {_tp_name(tp)} and "
+                        f"timestamp {wanted[tp]} (option {spec.option!r}; "
+                        "startingOffsetsByTimestampStrategy=latest starts at the end instead).")
                 offset = list_offsets(cluster, self.settings, {tp: LATEST})[tp][0]
             out[tp] = offset
         return out
 
     def _split(self, ranges: list[tuple[tuple[str, int], int, int]]) -> list[KafkaRange]:
         """One task per range, more where minPartitions/maxRecordsPerPartition ask."""
-        min_parts = int(_option(self.options, "minPartitions", "0") or 0)
-        max_records = int(_option(self.options, "maxRecordsPerPartition", "0") or 0)
+        min_parts, max_records = self.min_partitions, self.max_records
         total = sum(end - start for _, start, end in ranges)
         pieces: list[tuple[tuple[str, int], int, int]] = []
         for tp, start, end in ranges:
@@ -277,8 +452,9 @@ class KprotoBatchReader(_Planner, DataSourceReader):
         cluster = Cluster(self.settings)
         try:
             tps = self._topic_partitions(cluster)
-            starts = self._offsets(cluster, tps, "starting", EARLIEST)
-            ends = self._offsets(cluster, tps, "ending", LATEST)
+            assert self.ending is not None
+            starts = self.resolve(cluster, tps, self.starting, True)
+            ends = self.resolve(cluster, tps, self.ending, False)
         finally:
             cluster.close()
         ranges = []
@@ -287,7 +463,9 @@ class KprotoBatchReader(_Planner, DataSourceReader):
             if end < start:
                 if self.fail_on_data_loss:
                     raise OffsetOutOfRangeError(
-                        f"ending offset {end} is before starting offset {start}",
+                        f"The resolved start offset {start} is greater than the resolved end "
+                        f"offset {end} for topic {tp[0]} partition {tp[1]}; set "
+                        "failOnDataLoss=false to skip such partitions",
                         topic=tp[0], partition=tp[1])
                 continue
             if end > start:
@@ -315,15 +493,28 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
     from their earliest offset. ``maxOffsetsPerTrigger`` caps the records per
     micro-batch (split over partitions in proportion to their backlog); with
     ``Trigger.availableNow`` the query stops at the offsets of its start.
+
+    Each batch ends at the log ends as they are, never raised to its start:
+    planning a batch then finds what Spark's ``KafkaMicroBatchStream`` reports
+    as data loss (a log end below the checkpointed offset, partitions gone, a
+    new partition not starting at 0), which fails the query with
+    ``failOnDataLoss=true`` and is logged otherwise, the query going on from
+    the offsets as they are now.
     """
+
+    streaming = True
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         super().__init__(options, schema)
         limit = _option(options, "maxOffsetsPerTrigger")
         self.max_per_trigger = int(limit) if limit else 0
-        if _option(options, "endingOffsets") is not None:
-            raise ConfigError("endingOffsets is for batch queries; a stream has no end")
+        # Spark's fetchOffset.* options: how often a log end below the known
+        # offset is asked again (a stale leader can answer so for a moment)
+        self.fetch_attempts = max(1, int(_option(options, "fetchOffset.numRetries", "3") or 3))
+        self.fetch_interval = int(_option(options, "fetchOffset.retryIntervalMs", "1000")
+                                  or 1000) / 1000
         self._cluster: Any = None
+        self._available_now = False
         self._target: dict[tuple[str, int], int] | None = None
 
     def _driver_cluster(self) -> Any:
@@ -333,17 +524,50 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
             self._cluster = Cluster(self.settings)
         return self._cluster
 
-    def _latest(self) -> dict[tuple[str, int], int]:
+    def _current_partitions(self) -> list[tuple[str, int]]:
         cluster = self._driver_cluster()
         cluster.mark_stale()            # new partitions and topics show up
-        tps = self._topic_partitions(cluster)
-        found = list_offsets(cluster, self.settings, dict.fromkeys(tps, LATEST))
-        return {tp: found[tp][0] for tp in tps}
+        return self._topic_partitions(cluster)
+
+    def _latest(self, known: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The log end of every partition read now. As Spark's ``fetchLatestOffsets``,
+        ends below the ``known`` offsets are asked again a few times before
+        :meth:`partitions` takes them for data loss."""
+        for attempt in range(1, self.fetch_attempts + 1):
+            tps = self._current_partitions()
+            found = list_offsets(self._driver_cluster(), self.settings,
+                                 dict.fromkeys(tps, LATEST)) if tps else {}
+            latest = {tp: found[tp][0] for tp in tps}
+            behind = {tp: (known[tp], end) for tp, end in latest.items()
+                      if tp in known and end < known[tp]}
+            if not behind or attempt == self.fetch_attempts:
+                return latest
+            log.warning("log ends below the offsets already reached (partition: (reached, "
+                        "end)) %s; asking again", behind)
+            time.sleep(self.fetch_interval)
+        raise AssertionError("unreachable")
+
+    def _earliest_of(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Earliest offsets of those of ``tps`` that exist now (Spark's
+        ``fetchEarliestOffsets(newPartitions)``: deleted ones are left out)."""
+        there = set(self._current_partitions())
+        alive = [tp for tp in tps if tp in there]
+        if not alive:
+            return {}
+        found = list_offsets(self._driver_cluster(), self.settings,
+                             dict.fromkeys(alive, EARLIEST))
+        return {tp: found[tp][0] for tp in alive}
+
+    def _report_data_loss(self, reason: str) -> None:
+        """Spark's ``reportDataLoss``: fail with failOnDataLoss=true, else warn."""
+        if self.fail_on_data_loss:
+            raise DataLossError(f"{reason} {_DATA_LOSS_FAIL}")
+        log.warning("%s %s", reason, _DATA_LOSS_WARN)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         cluster = self._driver_cluster()
         tps = self._topic_partitions(cluster)
-        return _to_json(self._offsets(cluster, tps, "starting", LATEST))
+        return _to_json(self.resolve(cluster, tps, self.starting, True))
 
     def getDefaultReadLimit(self) -> Any:
         if self.max_per_trigger > 0:
@@ -351,30 +575,58 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._latest()
+        self._available_now = True      # the target is fetched with the first start
 
     def latestOffset(self, start: dict[str, Any], limit: Any = None) -> dict[str, dict[str, int]]:
         begin = _from_json(start)
-        latest = self._target if self._target is not None else self._latest()
-        new = [tp for tp in latest if tp not in begin]
-        if new:     # partitions added since: from their start
-            found = list_offsets(self._driver_cluster(), self.settings,
-                                 dict.fromkeys(new, EARLIEST))
-            begin.update({tp: found[tp][0] for tp in new})
-        end = {tp: max(latest[tp], begin[tp]) for tp in latest}
+        if self._available_now:
+            if self._target is None:
+                self._target = self._latest(begin)
+            latest = self._target
+        else:
+            latest = self._latest(begin)
+        end = dict(latest)      # not raised to ``begin``: partitions() must see a lower end
         max_rows = getattr(limit, "max_rows", None)
         if max_rows is not None and limit is not None and not isinstance(limit,
                                                                         ReadAllAvailable):
-            end = _rate_limit(begin, end, int(max_rows))
+            # partitions added since start from their earliest offset
+            start_of = {**self._earliest_of([tp for tp in latest if tp not in begin]),
+                        **begin}
+            known = {tp: e for tp, e in end.items() if tp in start_of}
+            end.update(_rate_limit(start_of, known, int(max_rows)))
         return _to_json(end)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]
                    ) -> list[KafkaRange]:
+        """Ranges from ``start`` to ``end``, checked as Spark's
+        ``getOffsetRangesFromResolvedOffsets`` checks them (same reasons, same order)."""
         begin, stop = _from_json(start), _from_json(end)
+        new = [tp for tp in sorted(stop) if tp not in begin]
+        first = self._earliest_of(new) if new else {}
+        if set(first) != set(new):
+            self._report_data_loss(f"Cannot find initial offsets for partitions "
+                                   f"{_tp_names(set(new) - set(first))}. They may have been "
+                                   "deleted.")
+        for tp, offset in sorted(first.items()):
+            if offset != 0:
+                self._report_data_loss(f"Added partition {_tp_name(tp)} starts from {offset} "
+                                       "instead of 0.")
+        gone = set(begin) - set(stop)
+        if gone:
+            self._report_data_loss(f"Partitions {_tp_names(gone)} have been deleted.")
+        begin.update(first)
         ranges = []
         for tp, e in sorted(stop.items()):
-            b = begin.get(tp, 0)
-            if e > b:
+            if tp not in begin:         # a new partition that is gone again
+                continue
+            b = begin[tp]
+            if e < b:
+                self._report_data_loss(
+                    f"Partition {_tp_name(tp)} offset was changed from {b} to {e}. This could "
+                    "either be a user error that the start offset is set too high and this is "
+                    "the first batch, or the kafka topic-partition is broken, and some data may "
+                    "have been missed.")
+            elif e > b:
                 ranges.append((tp, b, e))
         return self._split(ranges)
 
@@ -538,5 +790,6 @@ def _json_offsets(text: str, what: str) -> dict[tuple[str, int], int]:
         return {(str(t), int(p)): int(o) for t, parts in table.items()
                 for p, o in parts.items()}
     except (ValueError, AttributeError, TypeError) as exc:
-        raise ConfigError(f"option {what!r} must be 'earliest', 'latest' or JSON like "
+        shape = "'earliest', 'latest' or JSON" if what.endswith("Offsets") else "JSON"
+        raise ConfigError(f"option {what!r} must be {shape} like "
                           f'{{"topic": {{"0": 23}}}}, not {text!r}') from exc
