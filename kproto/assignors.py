@@ -95,8 +95,11 @@ class Assignor(Protocol):
     ) -> bytes | None:
         """Return what this member puts in its ``Subscription.user_data``.
 
-        ``owned`` is the member's current assignment and ``generation`` the
-        generation in which it received it.
+        ``owned`` is the member's last assignment and ``generation`` the
+        generation in which it received it (``-1``: never assigned). The
+        coordinator keeps both across the eager revocation that precedes every
+        rejoin (Java's assignors keep them from ``onAssignment``), so they
+        still describe what the member owned when its JoinGroup is built.
         """
         ...
 

@@ -6,9 +6,21 @@ MEMBER_ID_REQUIRED with the id the broker gives), and when it is the leader
 computes the assignment with the first assignor every member supports
 (``range``, ``roundrobin``, ``sticky``: the standard embedded consumer
 protocol, so Kafka's tooling shows our assignments), then SyncGroup.
-A background thread heartbeats; when the coordinator asks for a rebalance the
-next :meth:`~kproto.Consumer.poll_batch` revokes (committing first with
-auto-commit, calling the listener), rejoins and assigns. ``close()`` commits
+Liveness follows Java's ``AbstractCoordinator``: a background thread
+heartbeats every ``heartbeat_interval_ms`` for as long as the member is in the
+group, *including* after the coordinator answered REBALANCE_IN_PROGRESS (that
+only asks the next poll to rejoin: the heartbeats keep the member in the group
+until then, however long the application takes between polls, up to
+``max_poll_interval_ms``). The same thread enforces ``max_poll_interval_ms``:
+when the application has not polled for that long, it leaves the group
+(LeaveGroup) so the others take the partitions over; the next poll rejoins,
+and a commit in between raises :class:`CommitFailedError`.
+
+When a rejoin is due, the next poll revokes every partition (the eager
+protocol; committing first with auto-commit, calling the listener), rejoins and
+assigns. The assignors still learn what this member owned: its last assignment
+and generation go into the JoinGroup user data (what Java's ``StickyAssignor``
+sends), so ``sticky`` moves as few partitions as it can. ``close()`` commits
 and leaves (LeaveGroup) so the others take over at once.
 """
 
@@ -36,7 +48,7 @@ from .protocol import ApiKey
 if TYPE_CHECKING:
     from .consumer import Consumer, TopicPartition
 
-__all__ = ["GroupCoordinator", "RebalanceListener"]
+__all__ = ["CommitFailedError", "GroupCoordinator", "RebalanceListener"]
 
 log = logging.getLogger("kproto.group")
 
@@ -48,7 +60,15 @@ _COORDINATOR_GONE = {COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
 
 
 class RebalanceListener(Protocol):
-    """Called from inside ``poll_batch()`` around a rebalance."""
+    """Called from inside ``poll_batch()`` around a rebalance.
+
+    A listener may also define ``on_partitions_lost(lost)``: it is called
+    instead of ``on_partitions_revoked`` when the partitions were taken away
+    before they could be revoked (this member left the group after
+    ``max_poll_interval_ms`` without a poll, or was expelled); committing
+    offsets for them is no longer possible then. Without it,
+    ``on_partitions_revoked`` is called, as Java's default does.
+    """
 
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None: ...
 
@@ -88,6 +108,14 @@ class _Rejoin(Exception):
     """The group moved on (new generation, unknown member): join again."""
 
 
+class CommitFailedError(KprotoError):
+    """An offset commit that cannot succeed because this consumer is no longer a
+    member of the group's current generation (Java's ``CommitFailedException``):
+    it left after ``max_poll_interval_ms`` without a poll, or the coordinator
+    no longer knows it. Its partitions may already be someone else's; the next
+    poll rejoins the group (and reports them lost to the listener)."""
+
+
 class GroupCoordinator:
     """Membership of one consumer in ``group_id`` and the group's committed offsets."""
 
@@ -113,6 +141,12 @@ class GroupCoordinator:
         self._subscribed = False
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        self._last_poll = time.monotonic()       # the application's last poll
+        self._failure: KprotoError | None = None  # fatal heartbeat error, raised by poll()
+        # the last assignment this member received and its generation: what the
+        # assignors' user data reports when rejoining (after the eager revocation)
+        self._owned: dict[str, list[int]] = {}
+        self._owned_generation = -1
         self._last_commit = time.monotonic()
         self._metadata_topics: frozenset[str] = frozenset()
         self._assigned_snapshot: dict[str, int] = {}
@@ -173,7 +207,9 @@ class GroupCoordinator:
         (forgotten) or a rebalance under way joins again (``_Rejoin``); any other
         error is raised."""
         if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
-            self.member_id, self.generation = "", -1
+            # as Java: a stale generation keeps the member id (still valid),
+            # an unknown member asks for a new one
+            self._reset_generation(reset_member_id=code == UNKNOWN_MEMBER_ID)
             raise _Rejoin()
         if code == REBALANCE_IN_PROGRESS:
             raise _Rejoin()
@@ -204,11 +240,31 @@ class GroupCoordinator:
                 if self.pattern.fullmatch(t) and not (
                     self.config["exclude_internal_topics"] and info.is_internal)}
 
+    def _reset_generation(self, *, reset_member_id: bool) -> None:
+        """Out of the group's generation (Java ``resetStateAndGeneration``): no
+        commits until the next poll has rejoined."""
+        with self._lock:
+            self._joined = False
+            self._needs_join = True
+            self.generation = -1
+            if reset_member_id:
+                self.member_id = ""
+
+    def record_poll(self) -> None:
+        """The application polled now: restarts the ``max_poll_interval_ms`` clock
+        the heartbeat thread watches (Java ``Heartbeat.poll``)."""
+        self._last_poll = time.monotonic()
+
     def poll(self) -> None:
-        """Called by every ``poll_batch()``: rejoin when the group asks for it (or
-        the subscribed topics' partitions changed)."""
+        """Called by every poll of the consumer: counts as the application's poll
+        for ``max_poll_interval_ms``, then rejoins when the group asks for it (or
+        the subscribed topics' partitions changed, or this member left)."""
         if not self._subscribed:
             return
+        self.record_poll()
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
         if self._joined and not self._needs_join and self.cluster.needs_refresh:
             self._check_metadata_change()
         if not self._needs_join and self._joined:
@@ -231,17 +287,24 @@ class GroupCoordinator:
         if self._joined and revoked:
             self.maybe_auto_commit(force=True)
         if revoked and self.listener is not None:
-            self.listener.on_partitions_revoked(revoked)
+            # out of the generation already (left after max_poll_interval_ms,
+            # expelled): the partitions are lost, not revoked (Java onJoinPrepare)
+            lost = getattr(self.listener, "on_partitions_lost", None) \
+                if not self._joined else None
+            (lost or self.listener.on_partitions_revoked)(revoked)
         self.consumer._set_assignment([])
-        self._joined = False
+        with self._lock:           # no heartbeat from here until the new generation
+            self._joined = False
         while True:
             try:
                 assigned = self._join_and_sync()
                 break
             except _Rejoin:
                 continue
-        self._joined = True
-        self._needs_join = False
+        with self._lock:
+            self._joined = True
+            self._needs_join = False            # as Java: on SyncGroup success
+            self._last_poll = time.monotonic()   # Java resets the poll timer on joining
         self.consumer._set_assignment(sorted(assigned))
         self._start_heartbeat()
         if self.listener is not None:
@@ -252,12 +315,17 @@ class GroupCoordinator:
 
         topics = self._subscribed_topics()
         self.cluster.wait_for_topics(topics, self.cluster.request_timeout) if topics else None
+        # The eager protocol (the only one kproto's assignors speak) revoked
+        # everything before this join, so owned_partitions is empty, as Java sends
+        # it; what the member owned reaches the assignor through its user data,
+        # built from the last assignment received (Java's StickyAssignor keeps it
+        # from onAssignment), with the generation it was received in.
         owned: dict[str, list[int]] = {}
         for tp in self.consumer.assignment():
             owned.setdefault(tp.topic, []).append(tp.partition)
         protocols = []
         for a in self.assignors:
-            user_data = a.subscription_user_data(topics, owned, self.generation)
+            user_data = a.subscription_user_data(topics, self._owned, self._owned_generation)
             protocols.append({"name": a.name, "metadata": protocol.encode_subscription({
                 "topics": sorted(topics), "user_data": user_data,
                 "owned_partitions": [{"topic": t, "partitions": sorted(ps)}
@@ -279,7 +347,6 @@ class GroupCoordinator:
             self._check_rebalance(code, "JoinGroup")
             return body
 
-        self._stop_heartbeat()
         joined = self._retry(join, "JoinGroup")
         self.member_id = joined["member_id"]
         self.generation = joined["generation_id"]
@@ -302,6 +369,10 @@ class GroupCoordinator:
         decoded = protocol.decode_assignment(raw) if raw else {"assigned_partitions": []}
         mine = [TopicPartition(a["topic"], p) for a in decoded["assigned_partitions"] or []
                 for p in a["partitions"] or []]
+        self._owned = {}
+        for tp in mine:
+            self._owned.setdefault(tp.topic, []).append(tp.partition)
+        self._owned_generation = self.generation
         meta = self.cluster.metadata
         self._assigned_snapshot = {t: len(meta.partitions(t)) for t in topics}
         log.info("group %s generation %d: member %s got %d partitions", self.group_id,
@@ -354,30 +425,95 @@ class GroupCoordinator:
         self._heartbeat = None
 
     def _heartbeat_loop(self) -> None:
+        """Java's ``HeartbeatThread``: from the first join until ``close()``.
+
+        While the member is in a generation it heartbeats every
+        ``heartbeat_interval_ms`` (after a failure, after ``retry_backoff_ms``),
+        and leaves the group once the application has not polled for
+        ``max_poll_interval_ms``. Between generations (the poll thread is
+        rejoining) it only waits. Each step holds the coordinator lock, so an
+        answer is applied to the generation it was sent for."""
         interval = self.config["heartbeat_interval_ms"] / 1000
-        while not self._stop.wait(interval):
-            try:
-                body = self._request(ApiKey.HEARTBEAT, {
-                    "group_id": self.group_id, "generation_id": self.generation,
-                    "member_id": self.member_id, "group_instance_id": self.instance_id})
-            except KprotoError as exc:
-                log.debug("heartbeat failed: %s", exc)
-                continue
-            code = body["error_code"]
-            if code == 0:
-                continue
-            if code == REBALANCE_IN_PROGRESS:
-                self._needs_join = True
-            elif code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID):
-                self._needs_join = True
-                if code == UNKNOWN_MEMBER_ID:
-                    self.member_id = ""
-            elif code in _COORDINATOR_GONE:
-                continue
-            else:
-                log.warning("heartbeat error %s", error_for_code(code))
-            if self._needs_join:
+        backoff = self.config["retry_backoff_ms"] / 1000
+        max_poll = self.config["max_poll_interval_ms"] / 1000
+        next_beat = time.monotonic() + interval
+        while True:
+            wait = interval
+            if self._joined:
+                wait = min(next_beat, self._last_poll + max_poll) - time.monotonic()
+            if self._stop.wait(max(wait, 0.001)):
                 return
+            with self._lock:
+                now = time.monotonic()
+                if not self._joined or self._stop.is_set():
+                    continue
+                if now - self._last_poll > max_poll:
+                    log.warning(
+                        "group %s: consumer poll timeout has expired (no poll for %.1f s, "
+                        "max_poll_interval_ms=%d): leaving the group; the next poll rejoins. "
+                        "Poll more often, raise max_poll_interval_ms or lower max_poll_records",
+                        self.group_id, now - self._last_poll, self.config["max_poll_interval_ms"])
+                    self._leave_group("consumer poll timeout has expired")
+                    continue
+                if now < next_beat:
+                    continue
+                next_beat = now + interval
+                if not self._heartbeat_once():
+                    next_beat = time.monotonic() + backoff
+
+    def _heartbeat_once(self) -> bool:
+        """One Heartbeat (the caller holds the lock); False when it should be
+        retried soon (Java's ``HeartbeatResponseHandler``)."""
+        try:
+            body = self._request(ApiKey.HEARTBEAT, {
+                "group_id": self.group_id, "generation_id": self.generation,
+                "member_id": self.member_id, "group_instance_id": self.instance_id})
+        except KprotoError as exc:
+            log.debug("group %s: heartbeat failed: %s", self.group_id, exc)
+            return False
+        code = body["error_code"]
+        if code == 0:
+            return True
+        if code == REBALANCE_IN_PROGRESS:
+            # Only a request to rejoin at the next poll. The heartbeats go on
+            # meanwhile: they keep this member in the group (the coordinator
+            # waits for it up to the rebalance timeout, max_poll_interval_ms).
+            if not self._needs_join:
+                log.info("group %s: rebalance in progress, rejoining at the next poll",
+                         self.group_id)
+            self._needs_join = True
+            return True
+        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID):
+            log.info("group %s: heartbeat of generation %d member %s failed with %s: "
+                     "rejoining at the next poll", self.group_id, self.generation,
+                     self.member_id, error_for_code(code).__name__)
+            # as Java: ILLEGAL_GENERATION keeps the member id, which is still valid
+            self._reset_generation(reset_member_id=code != ILLEGAL_GENERATION)
+            if code == FENCED_INSTANCE_ID:     # fatal: the next poll raises it
+                self._failure = error_for_code(code)(
+                    "another consumer uses this group_instance_id", group=self.group_id)
+            return True
+        if code not in _COORDINATOR_GONE:
+            log.warning("group %s: heartbeat error %s", self.group_id, error_for_code(code))
+        return False
+
+    def _leave_group(self, reason: str) -> None:
+        """Java's ``maybeLeaveGroup``: a dynamic member of a generation sends
+        LeaveGroup (best effort, not retried: the session timeout does the rest);
+        either way this member is out of the group until it rejoins."""
+        with self._lock:
+            if self.instance_id is None and self._joined and self.member_id:
+                member = self.member_id
+                log.info("group %s: member %s leaving the group: %s", self.group_id,
+                         member, reason)
+                try:
+                    self._request(ApiKey.LEAVE_GROUP, lambda v: {
+                        "group_id": self.group_id, **({"members": [{
+                            "member_id": member, "group_instance_id": None,
+                            "reason": reason}]} if v >= 3 else {"member_id": member})})
+                except KprotoError as exc:
+                    log.debug("group %s: LeaveGroup failed: %s", self.group_id, exc)
+            self._reset_generation(reset_member_id=True)
 
     # ------------------------------------------------------------------ offsets
 
@@ -393,6 +529,17 @@ class GroupCoordinator:
                 "committed_metadata": ""})
 
         def attempt() -> None:
+            with self._lock:          # the generation the answer is checked against
+                return send()
+
+        def send() -> None:
+            if self._subscribed and not self._joined:
+                # Java's sendOffsetCommitRequest: no generation, no commit
+                raise CommitFailedError(
+                    f"group {self.group_id}: offset commit cannot be completed since the "
+                    "consumer is not part of an active group (it left after "
+                    "max_poll_interval_ms without a poll, or was expelled); its partitions "
+                    "may be reassigned; the next poll rejoins")
             body = self._request(ApiKey.OFFSET_COMMIT, {
                 "group_id": self.group_id,
                 "generation_id_or_member_epoch": self.generation if self._joined else -1,
@@ -403,8 +550,15 @@ class GroupCoordinator:
             for t in body["topics"]:
                 for p in t["partitions"]:
                     code = p["error_code"]
-                    if code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
+                    if code == REBALANCE_IN_PROGRESS:
                         self._needs_join = True
+                    if code in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) and self._joined:
+                        # Java: out of the generation, the commit is lost
+                        self._reset_generation(reset_member_id=code == UNKNOWN_MEMBER_ID)
+                        raise CommitFailedError(
+                            f"group {self.group_id}: offset commit failed with "
+                            f"{error_for_code(code).__name__}: this member is no longer in "
+                            "the group's generation; the next poll rejoins")
                     if code in _COORDINATOR_GONE:
                         self._drop_coordinator()
                     cls = error_for_code(code)
@@ -479,15 +633,7 @@ class GroupCoordinator:
             log.warning("group %s: commit on close failed: %s", self.group_id, exc)
         finally:
             self._stop_heartbeat()
-            if self._joined and self.member_id and self.instance_id is None:
-                try:
-                    member = self.member_id
-                    self._request(ApiKey.LEAVE_GROUP, lambda v: {
-                        "group_id": self.group_id, **({"members": [{
-                            "member_id": member, "group_instance_id": None,
-                            "reason": "consumer closed"}]} if v >= 3 else {"member_id": member})})
-                except KprotoError as exc:
-                    log.debug("LeaveGroup failed: %s", exc)
+            self._leave_group("the consumer is being closed")
             self._joined = False
             self._subscribed = False
             self._drop_coordinator()
