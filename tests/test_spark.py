@@ -93,8 +93,8 @@ def test_batch_read_equals_what_was_produced(spark, tansu, filled):
 def test_offsets_json_headers_and_min_partitions(spark, tansu, filled):
     topic, expected, ends = filled
     df = _reader(spark, tansu, subscribe=topic, includeHeaders="true", minPartitions="10",
-                 startingOffsets=f'{{"{topic}": {{"0": 100, "1": -2}}}}',
-                 endingOffsets=f'{{"{topic}": {{"0": 200, "1": 50, "2": -1}}}}')
+                 startingOffsets=f'{{"{topic}": {{"0": 100, "1": -2, "2": -2, "3": -2}}}}',
+                 endingOffsets=f'{{"{topic}": {{"0": 200, "1": 50, "2": -1, "3": -1}}}}')
     assert df.rdd.getNumPartitions() >= 10
     rows = df.collect()
     by_part: dict[int, list[int]] = {}
@@ -196,11 +196,34 @@ def test_records_written_by_confluent_read_back(spark, tansu, unique_topic):
     ({"subscribe": "a", "assign": '{"a": [0]}'}, "exactly one of"),
     ({"subscribe": "a", "kafka.group.id": "g"}, "not supported"),
     ({"assign": "[0]"}, "must be JSON"),
-    ({"subscribe": "a", "endingOffsets": "earliest"}, "cannot be 'earliest'"),
+    ({"subscribe": "a", "endingOffsets": "earliest"},
+     "ending offset can't be earliest for batch queries on Kafka"),
+    ({"subscribe": "a", "startingOffsets": "latest"},
+     "starting offset can't be latest for batch queries on Kafka"),
+    ({"subscribe": "a", "endingOffsets": '{"a": {"0": -2}}'},
+     "ending offset for a-0 can't be earliest for batch queries on Kafka"),
 ])
 def test_bad_options_are_clear_errors(spark, tansu, options, message):
     with pytest.raises(Exception, match=message):
         _reader(spark, tansu, **options).count()
+
+
+def test_nothing_to_read_is_an_empty_frame(spark, tansu, unique_topic):
+    """An empty plan (an empty topic, a start at the end) reads no rows; it failed
+    (pyspark then reads InputPartition(None), which read() refused)."""
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 2})
+    assert _reader(spark, tansu, subscribe=unique_topic).count() == 0
+
+
+def test_offsets_json_must_name_every_partition(spark, tansu, filled):
+    """As Spark: a partition left out of a JSON of offsets fails the query (it was
+    read from earliest in silence)."""
+    topic = filled[0]
+    with pytest.raises(Exception, match=rf"If startingOffsets contains specific offsets, you "
+                       rf"must specify all TopicPartitions \(missing \[{topic}-2, {topic}-3\]\)"):
+        _reader(spark, tansu, subscribe=topic,
+                startingOffsets=f'{{"{topic}": {{"0": 100, "1": -2}}}}').count()
 
 
 # ---------------------------------------------------------------- writing
@@ -293,3 +316,48 @@ def test_stream_to_kafka_sink(spark, tansu, unique_topic, tmp_path):
     query.awaitTermination(120)
     values = sorted(int(r["value"]) for r in _reader(spark, tansu, subscribe=sink).collect())
     assert values == list(range(1000))
+
+
+def test_streaming_log_end_below_checkpoint_is_data_loss(spark, tansu, unique_topic, tmp_path):
+    """The topic is deleted and created again under a query: its log ends (10) are
+    below the checkpointed offsets (50). As Spark: the query fails with "offset
+    was changed from 50 to 10"; with failOnDataLoss=false it goes on from the new
+    ends (the 20 records written at re-creation are lost, as with Spark)."""
+    t = unique_topic
+
+    def fill(first: int, n: int) -> None:
+        with Producer(bootstrap_servers=tansu.bootstrap) as p:
+            for part in (0, 1):
+                start = first + part * n
+                p.send_batch(t, pa.table({"value": [b"%d" % i for i in range(start, start + n)]}),
+                             partition=part).result(30)
+
+    def run(**options: str) -> int:
+        reader = (spark.readStream.format("kproto")
+                  .option("kafka.bootstrap.servers", tansu.bootstrap).option("subscribe", t)
+                  .option("startingOffsets", "earliest")
+                  .option("fetchOffset.retryIntervalMs", "10"))
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        query = (reader.load().select("value").writeStream.format("parquet")
+                 .option("path", str(tmp_path / "out"))
+                 .option("checkpointLocation", str(tmp_path / "cp"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({t: 2})
+    fill(0, 50)
+    assert run() == 100
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.delete_topics([t])
+        admin.create_topics({t: 2})
+    fill(1000, 10)
+    with pytest.raises(Exception, match=rf"Partition {t}-0 offset was changed from 50 to 10"):
+        run()
+    assert run(failOnDataLoss="false") == 0
+    fill(2000, 5)
+    assert run(failOnDataLoss="false") == 10
+    values = sorted(int(r["value"]) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert values == list(range(100)) + list(range(2000, 2010))
