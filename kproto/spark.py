@@ -24,11 +24,16 @@ Supported options (Spark's names):
 - one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (a
   regular expression), ``assign`` (JSON ``{"topic": [0, 1]}``);
 - ``startingOffsets`` / ``endingOffsets``: ``earliest``, ``latest`` or JSON
-  ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest);
+  ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest) naming every
+  partition read; a batch cannot start at latest nor end at earliest, a stream
+  has no end (checked as Spark does: :func:`offset_options`);
 - ``startingTimestamp`` / ``endingTimestamp`` (ms, every partition),
-  ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` (JSON of ms);
+  ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` (JSON of ms),
+  ``startingOffsetsByTimestampStrategy`` (``error``, the default, or ``latest``);
 - ``minPartitions``, ``maxRecordsPerPartition``: split ranges into more tasks;
-- ``includeHeaders`` (default false), ``failOnDataLoss`` (default true).
+- ``includeHeaders`` (default false), ``failOnDataLoss`` (default true: data
+  loss fails the query, else it is logged), ``maxOffsetsPerTrigger``,
+  ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs`` (streams).
 """
 
 from __future__ import annotations
