@@ -40,6 +40,7 @@ from .errors import (
     OffsetOutOfRangeError,
     error_for_code,
 )
+from .fetch_buffer import Collected, CompletedFetch, FetchBuffer
 from .net.blocking import BrokerConnection
 from .net.cluster import Cluster
 from .net.connection import Request, Response
@@ -81,14 +82,6 @@ def _tp(x: Any) -> TopicPartition:
     return TopicPartition(str(topic), int(partition))
 
 
-def _next_offsets(cols: RecordColumns) -> dict[tuple[str | None, int], int]:
-    if cols.next_offsets:
-        return cols.next_offsets
-    if cols.partition >= 0 and cols.next_offset >= 0:
-        return {(cols.topic, cols.partition): cols.next_offset}
-    return {}
-
-
 class _Fetch(NamedTuple):
     request: Request
     offsets: dict[TopicPartition, int]      # fetch offset of every partition asked for
@@ -115,7 +108,7 @@ class Consumer:
         self._read_committed = self.config["isolation_level"] == "read_committed"
         self._group: GroupCoordinator | None = None
         self._closed = False
-        self._buffered: list[Record] = []
+        self._buffer = FetchBuffer()        # fetched, not yet handed out (fetch_buffer.py)
 
     # ------------------------------------------------------------------ assignment
 
@@ -133,7 +126,7 @@ class Consumer:
         keep = set(self._assignment)
         self._positions = {tp: self._positions.get(tp) for tp in self._assignment}
         self._paused &= keep
-        self._drop_fetches()
+        self._buffer.discard(keep.__contains__)
         self._cluster.add_topics({tp.topic for tp in self._assignment})
 
     def assignment(self) -> set[TopicPartition]:
@@ -175,13 +168,13 @@ class Consumer:
     # ------------------------------------------------------------------ positions
 
     def seek(self, partition: tuple[str, int], offset: int) -> None:
-        """Read ``partition`` from ``offset`` next."""
+        """Read ``partition`` from ``offset`` next (records fetched before are dropped)."""
         tp = _tp(partition)
         self._require_assigned(tp)
         if offset < 0:
             raise ValueError(f"offset must be >= 0, not {offset}")
         self._positions[tp] = int(offset)
-        self._drop_fetches()
+        self._buffer.discard(lambda t: t != tp)
 
     def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
         """Read from the log start of these partitions (all assigned ones if none)."""
@@ -198,10 +191,12 @@ class Consumer:
         offsets = self._list_offsets({tp: which for tp in tps})
         for tp in tps:
             self._positions[tp] = offsets[tp][0]
-        self._drop_fetches()
+        moved = set(tps)
+        self._buffer.discard(lambda t: t not in moved)
 
     def position(self, partition: tuple[str, int]) -> int:
-        """The offset of the next record this consumer will return for ``partition``."""
+        """The offset of the next record this consumer will return for ``partition``
+        (records fetched but not yet returned by ``poll`` do not count)."""
         tp = _tp(partition)
         self._require_assigned(tp)
         self._resolve_positions()
@@ -210,11 +205,13 @@ class Consumer:
         return pos
 
     def pause(self, *partitions: tuple[str, int]) -> None:
-        """Stop fetching these partitions until :meth:`resume`."""
+        """Return no records of these partitions until :meth:`resume` (records
+        already fetched are dropped and fetched again after it)."""
         self._paused |= {_tp(p) for p in partitions}
-        self._drop_fetches()
+        self._buffer.discard(lambda t: t not in self._paused)
 
     def resume(self, *partitions: tuple[str, int]) -> None:
+        """Fetch these partitions again (from their positions)."""
         self._paused -= {_tp(p) for p in partitions}
 
     # ------------------------------------------------------------------ offsets
@@ -242,7 +239,8 @@ class Consumer:
         return self._require_group_coordinator().fetch_committed([_tp(p) for p in partitions])
 
     def commit(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
-        """Commit ``offsets`` (default: the current positions) for ``group_id``, synchronously."""
+        """Commit ``offsets`` (default: the current positions, i.e. every record
+        ``poll`` has returned) for ``group_id``, synchronously."""
         if offsets is None:
             self._resolve_positions()
             todo = {tp: pos for tp, pos in self._positions.items() if pos is not None}
@@ -264,39 +262,47 @@ class Consumer:
     def poll_batch(self, timeout_ms: int = 1000) -> pyarrow.RecordBatch:
         """Every record that arrives within ``timeout_ms`` (returning as soon as some
         have), across partitions, as one ``pyarrow.RecordBatch`` (may be empty)."""
-        return self._poll_columns(timeout_ms).to_arrow(headers=True)
+        return self._collect(timeout_ms, None).to_arrow(headers=True)
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[Record]:
         """Records as :class:`~kproto.records.Record` objects (at most
-        ``max_records``, default ``max_poll_records``)."""
+        ``max_records``, default ``max_poll_records``). Records fetched beyond
+        that wait for the next call; positions count only what was returned."""
         limit = max_records or self.config["max_poll_records"]
-        if not self._buffered:
-            self._buffered = self._poll_columns(timeout_ms).to_pylist()
-        out, self._buffered = self._buffered[:limit], self._buffered[limit:]
-        return out
+        return self._collect(timeout_ms, limit).to_records()
 
     def __iter__(self) -> Iterator[Record]:
         """Records forever (until :meth:`close`)."""
         while not self._closed:
             yield from self.poll(1000)
 
-    def _poll_columns(self, timeout_ms: int) -> RecordColumns:
+    def _collect(self, timeout_ms: int, max_records: int | None) -> Collected:
+        """The body of every poll, in the Java consumer's order: group duties and
+        the auto-commit of what earlier polls returned; then records already
+        fetched, or new ones waited for until ``timeout_ms``; then, before
+        returning them, the next Fetches (the brokers work while the caller does)."""
         self._check_open()
         deadline = time.monotonic() + timeout_ms / 1000
+        if self._group is not None:
+            self._group.poll()
+            self._group.maybe_auto_commit()
         while True:
+            self._resolve_positions()
+            got = self._buffer.collect(self._positions, self._readable, max_records)
+            if got.pieces:
+                self._send_fetches()
+                return got
+            self._send_fetches(deadline)
+            self._receive_fetches(deadline)
+            if len(self._buffer):
+                continue
+            if time.monotonic() >= deadline:
+                return got
             if self._group is not None:
                 self._group.poll()
-            self._resolve_positions()
-            self._send_fetches(deadline)
-            cols = self._receive_fetches(deadline)
-            if cols is not None and len(cols):
-                if self._group is not None:
-                    self._group.maybe_auto_commit()
-                return cols
-            if time.monotonic() >= deadline:
-                if self._group is not None:
-                    self._group.maybe_auto_commit()
-                return RecordColumns.empty()
+
+    def _readable(self, tp: TopicPartition) -> bool:
+        return tp not in self._paused and tp in self._positions
 
     def read_range(self, topic: str, ranges: Mapping[int, tuple[int, int]], *,
                    timeout_ms: int | None = None, headers: bool = True) -> pyarrow.Table:
@@ -376,12 +382,6 @@ class Consumer:
         if tp not in self._positions:
             raise IllegalStateError(f"{tp.topic}[{tp.partition}] is not assigned to this consumer")
 
-    def _drop_fetches(self) -> None:
-        """Forget Fetches in flight (their answers are read and dropped later):
-        positions changed, so they would return the wrong records."""
-        for fetch in self._fetches.values():
-            fetch.offsets.clear()
-
     def _resolve_positions(self) -> None:
         missing = [tp for tp, pos in self._positions.items() if pos is None]
         if not missing:
@@ -420,8 +420,14 @@ class Consumer:
     def _send_fetches(self, deadline: float | None = None) -> None:
         """Send a Fetch to every leader that has none in flight (refreshing stale
         metadata first, for at most until ``deadline``)."""
+        # (as Java: not a partition whose fetched records wait in the buffer, nor one
+        # already in a Fetch: its next position is not known yet)
+        waiting = self._buffer.partitions()
+        for fetch in self._fetches.values():
+            waiting.update(fetch.offsets)
         fetchable = [tp for tp in self._assignment
-                     if tp not in self._paused and self._positions.get(tp) is not None]
+                     if tp not in self._paused and tp not in waiting
+                     and self._positions.get(tp) is not None]
         if not fetchable:
             return
         if self._cluster.needs_refresh:
@@ -479,14 +485,14 @@ class Consumer:
             "forgotten_topics_data": [], "rack_id": c["client_rack"] or "",
         }
 
-    def _receive_fetches(self, deadline: float) -> RecordColumns | None:
-        """Wait until ``deadline`` for Fetch answers; decode what arrived (answers
-        already there are all taken) and send the next Fetch to those brokers."""
+    def _receive_fetches(self, deadline: float) -> None:
+        """Wait until ``deadline`` for Fetch answers; queue what arrived (answers
+        already there are all taken) in the fetch buffer."""
         import selectors
 
         if not self._fetches:
             time.sleep(max(0.0, min(0.05, deadline - time.monotonic())))
-            return None
+            return
         conns: dict[int, BrokerConnection] = {}
         with selectors.DefaultSelector() as sel:
             for node in list(self._fetches):
@@ -498,7 +504,6 @@ class Consumer:
                     self._fetches.pop(node, None)
             timeout = max(0.0, deadline - time.monotonic())
             ready = [key.data for key, _ in sel.select(timeout)] if conns else []
-        parts = []
         wait_limit = self._cluster.request_timeout + self.config["fetch_max_wait_ms"] / 1000
         for node in ready:
             conn = conns[node]
@@ -513,71 +518,81 @@ class Consumer:
             if not responses:
                 continue
             del self._fetches[node]
-            cols = self._handle_fetch(responses[-1], fetch)
-            if cols is not None and len(cols):
-                parts.append(cols)
+            self._buffer.add(self._handle_fetch(responses[-1], fetch))
         now = time.monotonic()
         for node, fetch in list(self._fetches.items()):
             if now - fetch.sent > wait_limit:
                 conns[node].close() if node in conns else None
                 del self._fetches[node]
                 self._cluster.mark_stale()
-        if parts:
-            self._send_fetches()    # prefetch: the brokers work while the caller does
-            return RecordColumns.concat(parts)
-        return None
 
-    def _handle_fetch(self, resp: Response, fetch: _Fetch) -> RecordColumns | None:
-        if resp.error is not None:
-            raise resp.error
-        if not fetch.offsets:
-            return None      # positions changed (seek, assign) after it was sent: stale
-        meta = self._cluster.metadata
-        start = {(tp.topic, tp.partition): off for tp, off in fetch.offsets.items()}
-        cols = records.decode_fetch_response(
-            resp.body, resp.request.version, topic_names=meta.topic_names(),
-            start_offsets=start, read_committed=self._read_committed,
-            check_crc=self.config["check_crcs"],
-            max_decompressed=self.config["max_decompressed_bytes"])
-        sliced = cols.fetch
-        if sliced.error_code:
-            cls = error_for_code(sliced.error_code)
-            assert cls is not None
-            raise cls("Fetch failed")
-        names = meta.topic_names()
-        _check_fetched(cols, sliced, fetch.offsets, names)
-        stale: set[tuple[str, int]] = set()
-        out_of_range: list[TopicPartition] = []
-        for p in sliced.partitions:
-            topic = topic_of(p, names)
-            tp = TopicPartition(topic, p.partition)
-            asked = fetch.offsets.get(tp)
-            past_end = not p.error_code and 0 <= p.high_watermark and asked is not None \
-                and asked > p.high_watermark
-            if p.error_code == _OUT_OF_RANGE or past_end:
-                # (Tansu answers a position past the log end with no error; Kafka with
-                # OFFSET_OUT_OF_RANGE: both mean the log no longer has that position)
-                stale.add(tp)
-                if asked is not None and self._really_out_of_range(tp, asked):
-                    out_of_range.append(tp)
-            elif p.error_code:
-                cls = error_for_code(p.error_code)
+    def _handle_fetch(self, resp: Response, fetch: _Fetch) -> list[CompletedFetch]:
+        """A Fetch answer as one completed fetch per partition that is still read
+        from where it was fetched (others changed position since: the answer is
+        stale for them). An error - of the whole answer or of one partition - is
+        queued in place of the records, to be raised after those before it."""
+        try:
+            if resp.error is not None:
+                raise resp.error
+            sliced = records.slice_fetch(resp.body, resp.request.version)
+            if sliced.error_code:
+                cls = error_for_code(sliced.error_code)
                 assert cls is not None
-                stale.add(tp)
-                if cls.invalid_metadata or cls.retriable:
-                    self._cluster.mark_stale()
-                else:
-                    raise cls(topic=topic, partition=p.partition)
-        nexts = _next_offsets(cols)
-        for (name, partition), nxt in nexts.items():
-            tp = TopicPartition(name or "", partition)
-            if tp not in stale and tp in self._positions:
-                self._positions[tp] = max(nxt, self._positions[tp] or 0)
-        if out_of_range:
-            self._reset(out_of_range, OffsetOutOfRangeError(
-                "fetch offset out of range", partitions=str(out_of_range)))
-        return cols
+                raise cls("Fetch failed")
+            names = self._cluster.metadata.topic_names()
+            parts = [(TopicPartition(topic_of(p, names), p.partition), p)
+                     for p in sliced.partitions]
+            for tp, _ in parts:
+                # (nothing checksums the Fetch framing: refuse an answer that contradicts
+                # its request before any of it is used)
+                if tp not in fetch.offsets:
+                    raise CorruptRecordError(f"the Fetch answer has {tp.topic}[{tp.partition}], "
+                                             "which was not asked for (damaged response?)")
+        except KprotoError as exc:
+            return [CompletedFetch(None, -1, error=exc)]
+        out = []
+        for tp, p in parts:
+            asked = fetch.offsets[tp]
+            if self._positions.get(tp) != asked:
+                continue
+            try:
+                done = self._completed(tp, asked, p)
+            except KprotoError as exc:
+                done = CompletedFetch(tp, asked, error=exc)
+            if done is not None:
+                out.append(done)
+        return out
 
+    def _completed(self, tp: TopicPartition, asked: int, p: Any) -> CompletedFetch | None:
+        """One partition of a Fetch answer, fetched from ``asked``: its records,
+        None (nothing to hand out; fetch it again), or an exception raised."""
+        past_end = not p.error_code and 0 <= p.high_watermark < asked
+        if p.error_code == _OUT_OF_RANGE or past_end:
+            # (Tansu answers a position past the log end with no error; Kafka with
+            # OFFSET_OUT_OF_RANGE: both mean the log no longer has that position)
+            if self._really_out_of_range(tp, asked):
+                self._reset([tp], OffsetOutOfRangeError(
+                    "fetch offset out of range", topic=tp.topic, partition=tp.partition,
+                    offset=asked))
+            return None
+        if p.error_code:
+            cls = error_for_code(p.error_code)
+            assert cls is not None
+            if cls.invalid_metadata or cls.retriable:
+                self._cluster.mark_stale()
+                return None
+            raise cls(topic=tp.topic, partition=tp.partition)
+        if p.records is None:
+            return None
+        cols = records.decode(
+            p.records, topic=tp.topic, partition=tp.partition, start_offset=asked,
+            check_crc=self.config["check_crcs"],
+            aborted_transactions=(p.aborted_transactions or []) if self._read_committed
+            else None, max_decompressed=self.config["max_decompressed_bytes"])
+        _check_partition(tp, cols, asked, p.high_watermark)
+        if not len(cols) and cols.next_offset <= asked:
+            return None
+        return CompletedFetch(tp, asked, cols, cols.next_offset)
 
     def _really_out_of_range(self, tp: TopicPartition, asked: int) -> bool:
         """Whether ``asked`` is outside the log of ``tp``, asked again: a Fetch answer's
@@ -592,44 +607,25 @@ class Consumer:
         return not start <= asked <= end
 
 
-def _check_fetched(cols: RecordColumns, sliced: Any, asked: Mapping[TopicPartition, int],
-                   names: Mapping[uuid.UUID, str]) -> None:
-    """Refuse a Fetch answer whose unchecksummed parts contradict themselves.
+def _check_partition(tp: TopicPartition, cols: RecordColumns, asked: int,
+                     high_watermark: int) -> None:
+    """Refuse a partition's records whose unchecksummed parts contradict the answer.
 
     A record batch's CRC-32C covers its records but not its base offset, and
-    nothing covers the Fetch framing (topic, partition, high watermark), so
-    damage there would label good records wrongly. Raise CorruptRecordError
-    (before any position moves) when the answer names a partition that was not
-    asked for, or a partition's offsets do not increase or reach past its high
-    watermark.
+    nothing covers the Fetch framing (high watermark), so damage there would
+    label good records wrongly: raise CorruptRecordError (before any position
+    moves) when the records reach past the high watermark or their offsets do
+    not increase.
     """
-    hwm: dict[tuple[str, int], int] = {}
-    for p in sliced.partitions:
-        tp = TopicPartition(topic_of(p, names), p.partition)
-        if tp not in asked:
-            raise CorruptRecordError(f"the Fetch answer has {tp.topic}[{tp.partition}], "
-                                     "which was not asked for (damaged response?)")
-        if not p.error_code:
-            hwm[tp] = p.high_watermark
-    for (topic, partition), nxt in _next_offsets(cols).items():
-        tp = TopicPartition(topic or "", partition)
-        mark = hwm.get(tp, -1)
-        if 0 <= mark < nxt and nxt > asked.get(tp, nxt):
-            raise CorruptRecordError(
-                f"{topic}[{partition}]: a record batch ends at offset {nxt - 1}, past the high "
-                f"watermark {mark} (damaged base offset?)")
-    if len(cols) > 1:
-        import numpy as np
-
-        offsets = cols.offset
-        if cols.partition_column is not None and cols.topic_index is not None:
-            same = (cols.partition_column[1:] == cols.partition_column[:-1]) & \
-                (cols.topic_index[1:] == cols.topic_index[:-1])
-        else:
-            same = np.ones(len(offsets) - 1, bool)
-        if np.any(same & (offsets[1:] <= offsets[:-1])):
-            raise CorruptRecordError("a Fetch answer's record offsets go backwards within a "
-                                     "partition (damaged base offset?)")
+    nxt = cols.next_offset
+    if 0 <= high_watermark < nxt and nxt > asked:
+        raise CorruptRecordError(
+            f"{tp.topic}[{tp.partition}]: a record batch ends at offset {nxt - 1}, past the "
+            f"high watermark {high_watermark} (damaged base offset?)")
+    offsets = cols.offset
+    if len(offsets) > 1 and bool((offsets[1:] <= offsets[:-1]).any()):
+        raise CorruptRecordError(f"{tp.topic}[{tp.partition}]: a Fetch answer's record "
+                                 "offsets go backwards (damaged base offset?)")
 
 
 def _topic_id(meta: Any, topic: str) -> uuid.UUID:

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import protocol
 from .errors import (
-    BrokerError,
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
@@ -517,8 +516,10 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ offsets
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """OffsetCommit ``offsets`` (the next offset to read, per Kafka's convention)."""
+    def commit(self, offsets: Mapping[TopicPartition, int], *, retry: bool = True) -> None:
+        """OffsetCommit ``offsets`` (the next offset to read, per Kafka's convention),
+        retrying retriable errors until the request timeout (one attempt if not
+        ``retry``: auto-commit tries again at its next interval instead)."""
         if not offsets:
             return
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -566,7 +567,7 @@ class GroupCoordinator:
                         raise cls("OffsetCommit failed", group=self.group_id, topic=t["name"],
                                   partition=p["partition_index"])
 
-        self._retry(attempt, "OffsetCommit")
+        self._retry(attempt, "OffsetCommit") if retry else attempt()
         self._last_commit = time.monotonic()
 
     def fetch_committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
@@ -608,7 +609,14 @@ class GroupCoordinator:
 
     def maybe_auto_commit(self, *, force: bool = False) -> None:
         """With ``enable_auto_commit``: commit the positions every
-        ``auto_commit_interval_ms`` (and before a rebalance or close)."""
+        ``auto_commit_interval_ms`` (and before a rebalance or close).
+
+        The consumer calls this at the start of each poll, so a commit covers the
+        records earlier polls returned, never those this poll is about to return
+        (at-least-once, as Java's consumer). A failed commit is logged, not
+        raised, and tried again after an interval: it must not cost the poll its
+        records (Java commits asynchronously and logs the failure).
+        """
         if not self.config["enable_auto_commit"] or not self._joined:
             return
         if not force and time.monotonic() - self._last_commit < \
@@ -616,9 +624,11 @@ class GroupCoordinator:
             return
         positions = {tp: pos for tp, pos in self.consumer._positions.items() if pos is not None}
         try:
-            self.commit(positions)
-        except BrokerError as exc:
-            log.warning("auto-commit failed: %s", exc)
+            self.commit(positions, retry=force)
+        except KprotoError as exc:
+            self._last_commit = time.monotonic()
+            log.warning("group %s: auto-commit failed (tried again in %d ms): %s",
+                        self.group_id, self.config["auto_commit_interval_ms"], exc)
 
     # ------------------------------------------------------------------ leaving
 

@@ -748,8 +748,10 @@ class FaultProxy:
     first byte) rewrites answers: it is called as
     ``hook(api_key, version, body)`` with every decoded response body and
     returns the body to forward (changed in place or a new one), or None to
-    forward the answer unchanged. Tests use it to inject broker errors
-    (MESSAGE_TOO_LARGE, REBALANCE_IN_PROGRESS...) into real answers::
+    forward the answer unchanged; a hook that raises ``OSError`` resets the
+    connection instead of answering (a broker lost mid-answer). Tests use it to
+    inject broker errors (MESSAGE_TOO_LARGE, REBALANCE_IN_PROGRESS...) into real
+    answers::
 
         def too_large(key, version, body):
             if key == 0:                     # Produce

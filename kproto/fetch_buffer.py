@@ -1,0 +1,178 @@
+"""Fetched records waiting to be handed out, and the one rule that moves positions.
+
+The consumer's *position* of a partition is the offset of the next record it
+will hand to the application, as in Kafka's Java client (``SubscriptionState``).
+Fetch answers are decoded as they arrive into one :class:`CompletedFetch` per
+partition and queued here; :meth:`FetchBuffer.collect` hands records out in
+arrival order and moves each position only past the records it returns
+(``FetchCollector.fetchRecords``). So ``position()``, ``commit()``, auto-commit
+and ``close()`` never count records that were fetched but not returned.
+
+A completed fetch is handed out only while it still fits the consumer's state:
+its partition is assigned and not paused, and it starts exactly at the
+partition's position. One that no longer fits (after ``seek``, ``pause``,
+``assign`` or a rebalance) is dropped, and the partition is fetched again from
+its position.
+
+An error met while handling an answer (a partition error, a damaged record
+set, a damaged answer) is queued in its place, after the records that came
+before it: ``collect`` returns the records gathered so far and raises the error
+on the next call, when it is first in line, as Java's collector does. Nothing
+fetched before an error is lost, and no position moves past an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .records.columns import Record, RecordColumns
+
+if TYPE_CHECKING:
+    import pyarrow
+
+    from .consumer import TopicPartition
+
+__all__ = ["CompletedFetch", "FetchBuffer", "Collected"]
+
+log = logging.getLogger("kproto.consumer")
+
+
+@dataclass(eq=False)
+class CompletedFetch:
+    """One partition's part of a Fetch answer: decoded records, or an error.
+
+    ``fetch_offset`` is the position the partition was fetched from; ``next_offset``
+    is where its position goes once every record here has been handed out (past
+    control batches, aborted transactions and compacted gaps; -1 when the answer
+    did not advance it). ``tp`` is None for an error about the whole answer.
+    """
+
+    tp: TopicPartition | None
+    fetch_offset: int
+    cols: RecordColumns | None = None
+    next_offset: int = -1
+    error: BaseException | None = None
+    taken: int = 0                      # rows already handed out
+
+    def __len__(self) -> int:
+        return 0 if self.cols is None else len(self.cols)
+
+    @property
+    def expected_position(self) -> int:
+        """The position this fetch continues from (moves as rows are handed out)."""
+        if self.taken == 0 or self.cols is None:
+            return self.fetch_offset
+        return int(self.cols.offset[self.taken - 1]) + 1
+
+
+@dataclass(eq=False)
+class Collected:
+    """What :meth:`FetchBuffer.collect` handed out: row ranges of completed fetches."""
+
+    pieces: list[tuple[RecordColumns, int, int]]
+
+    def __len__(self) -> int:
+        return sum(hi - lo for _, lo, hi in self.pieces)
+
+    def to_arrow(self, *, headers: bool = True) -> pyarrow.RecordBatch:
+        """One ``pyarrow.RecordBatch`` of every row (zero-copy for one whole fetch)."""
+        whole = [cols for cols, lo, hi in self.pieces if lo == 0 and hi == len(cols)]
+        if len(whole) == len(self.pieces):
+            cols = RecordColumns.concat(whole) if whole else RecordColumns.empty()
+            return cols.to_arrow(headers=headers)
+        import pyarrow as pa
+
+        batches = [cols.to_arrow(headers=headers).slice(lo, hi - lo)
+                   for cols, lo, hi in self.pieces]
+        return pa.concat_batches(batches)
+
+    def to_records(self) -> list[Record]:
+        """Every row as a :class:`~kproto.records.Record`."""
+        out: list[Record] = []
+        for cols, lo, hi in self.pieces:
+            out += _records(cols, lo, hi)
+        return out
+
+
+def _records(cols: RecordColumns, lo: int, hi: int) -> list[Record]:
+    """Rows ``lo:hi`` of one partition's columns as Records (labels taken once)."""
+    topic, partition = cols.topic, cols.partition
+    offsets = cols.offset[lo:hi].tolist()
+    stamps = cols.timestamp[lo:hi].tolist()
+    types = cols.timestamp_type[lo:hi].tolist()
+    key, value, headers = cols.key.get, cols.value.get, cols.headers.get
+    return [Record(topic, partition, offsets[j], stamps[j], types[j], key(i), value(i),
+                   headers(i))
+            for j, i in enumerate(range(lo, hi))]
+
+
+class FetchBuffer:
+    """Completed fetches in arrival order (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._queue: deque[CompletedFetch] = deque()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def add(self, fetches: Iterable[CompletedFetch]) -> None:
+        self._queue.extend(fetches)
+
+    def partitions(self) -> set[TopicPartition]:
+        """Partitions with records (or an error) waiting: not to be fetched again yet."""
+        return {f.tp for f in self._queue if f.tp is not None}
+
+    def discard(self, keep: Callable[[TopicPartition], bool]) -> None:
+        """Drop the completed fetches of partitions for which ``keep`` is false."""
+        self._queue = deque(f for f in self._queue if f.tp is None or keep(f.tp))
+
+    def clear(self) -> None:
+        self._queue.clear()
+
+    def collect(self, positions: dict[TopicPartition, int | None],
+                fetchable: Callable[[TopicPartition], bool],
+                max_records: int | None = None) -> Collected:
+        """Hand out up to ``max_records`` records (all when None), moving ``positions``.
+
+        A completed fetch whose partition is not ``fetchable`` (unassigned,
+        paused) or does not start at the partition's position is dropped. An
+        error first in line is raised (and dropped) when nothing has been
+        collected in this call; otherwise it waits for the next call.
+        """
+        pieces: list[tuple[RecordColumns, int, int]] = []
+        left = max_records if max_records is not None else -1
+        queue = self._queue
+        while queue and left != 0:
+            f = queue[0]
+            tp = f.tp
+            if f.error is not None:
+                if tp is not None and (positions.get(tp) is None or not fetchable(tp)):
+                    queue.popleft()         # about a partition no longer read: moot
+                    continue
+                if pieces:
+                    break                   # return what came before it; raise next time
+                queue.popleft()
+                raise f.error
+            assert tp is not None
+            position = positions.get(tp)
+            if position is None or not fetchable(tp) or position != f.expected_position:
+                log.debug("dropping fetched records of %s[%d] from offset %d: the position "
+                          "is now %s", tp.topic, tp.partition, f.expected_position, position)
+                queue.popleft()
+                continue
+            n = len(f) - f.taken if left < 0 else min(left, len(f) - f.taken)
+            if n:
+                assert f.cols is not None
+                pieces.append((f.cols, f.taken, f.taken + n))
+                f.taken += n
+                left -= n if left > 0 else 0
+            if f.taken == len(f):
+                queue.popleft()
+                positions[tp] = max(f.next_offset, f.expected_position)
+            else:
+                positions[tp] = f.expected_position
+        return Collected(pieces)

@@ -1,0 +1,211 @@
+"""The consumer's delivery contract, as Kafka's Java client defines it.
+
+Positions move only past records ``poll`` returned (``FetchCollector``): what
+was fetched but not returned is neither committed nor skipped; records fetched
+before ``seek``/``pause``/``assign`` are not returned after them; an error on
+one partition does not cost the others their records; auto-commit covers the
+records of earlier polls only, and its failure costs no records.
+
+Each test here failed before the fetch buffer (kproto/fetch_buffer.py) took
+the place of the list of fetched records.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+from kproto import Admin, Consumer, Producer, TopicPartition
+from kproto.errors import KprotoError, TopicAuthorizationFailedError
+from kproto.testing import FaultProxy, TansuBroker, free_port
+
+pytestmark = pytest.mark.broker
+
+FETCH, OFFSET_COMMIT = 1, 8
+FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100,
+        "request_timeout_ms": 3000}
+GROUP = {**FAST, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
+
+
+@pytest.fixture(scope="module")
+def proxied():
+    """(broker, proxy): a Tansu broker reached only through a framed fault proxy."""
+    port = free_port()
+    broker = TansuBroker(advertised_port=port).start()
+    proxy = FaultProxy(broker.port, port=port, framed=True).start()
+    try:
+        yield broker, proxy
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+@pytest.fixture
+def proxy(proxied):
+    _, proxy = proxied
+    yield proxy
+    proxy.answer_hook = None
+
+
+def _fill(bootstrap: str, topic: str, partitions: int, n: int) -> None:
+    """``n`` records of values ``p<partition>-<offset>`` in each partition."""
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics({topic: partitions})
+    with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
+        for p in range(partitions):
+            producer.send_batch(topic, pa.table({"value": [b"p%d-%d" % (p, i) for i in range(n)]}),
+                                partition=p).result(30)
+
+
+def _poll_until(consumer: Consumer, n: int, *, max_records: int | None = None,
+                timeout: float = 20.0) -> list:
+    """Records from polls until ``n`` arrived (each poll capped at ``max_records``)."""
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        got += consumer.poll(200, max_records=max_records)
+    return got
+
+
+def _offsets(records: list, partition: int | None = None) -> list[int]:
+    return [r.offset for r in records if partition is None or r.partition == partition]
+
+
+def test_position_and_commit_count_only_returned_records(tansu, unique_topic):
+    _fill(tansu.bootstrap, unique_topic, 1, 10)
+    tp = TopicPartition(unique_topic, 0)
+    with Consumer(bootstrap_servers=tansu.bootstrap, group_id=unique_topic, **FAST) as c:
+        c.assign([tp])
+        got = _poll_until(c, 3, max_records=3)
+        assert _offsets(got) == [0, 1, 2]
+        assert c.position(tp) == 3               # not 10: the rest is fetched, not returned
+        c.commit()
+        assert c.committed([tp]) == {tp: 3}
+        assert _offsets(c.poll(1000, max_records=3)) == [3, 4, 5]
+        assert c.position(tp) == 6
+
+
+def test_close_commits_only_returned_records(tansu, unique_topic):
+    """poll(max_records=3) then close(): a restarted member resumes at offset 3."""
+    _fill(tansu.bootstrap, unique_topic, 1, 10)
+    settings = {**GROUP, "group_id": unique_topic, "auto_commit_interval_ms": 60000}
+    with Consumer(bootstrap_servers=tansu.bootstrap, **settings) as c:
+        c.subscribe([unique_topic])
+        assert _offsets(_poll_until(c, 3, max_records=3)) == [0, 1, 2]
+    with Consumer(bootstrap_servers=tansu.bootstrap, **settings) as c:
+        c.subscribe([unique_topic])
+        assert _offsets(_poll_until(c, 7)) == list(range(3, 10))
+
+
+def test_auto_commit_covers_earlier_polls_only(tansu, unique_topic):
+    """At-least-once: the records a poll returns are committed by a later poll."""
+    _fill(tansu.bootstrap, unique_topic, 1, 5)
+    tp = TopicPartition(unique_topic, 0)
+    settings = {**GROUP, "group_id": unique_topic, "auto_commit_interval_ms": 0}
+    with Consumer(bootstrap_servers=tansu.bootstrap, **settings) as c:
+        c.subscribe([unique_topic])
+        got: list = []
+        deadline = time.monotonic() + 20
+        while len(got) < 5 and time.monotonic() < deadline:
+            last = c.poll(200)
+            got += last
+            if last:
+                # the records of this poll are not processed yet, as far as we know
+                committed = c.committed([tp])[tp]
+                assert committed is None or committed <= last[0].offset
+        assert _offsets(got) == [0, 1, 2, 3, 4]
+        c.poll(100)
+        assert c.committed([tp]) == {tp: 5}
+
+
+def test_failed_auto_commit_keeps_the_polled_records(proxy, unique_topic):
+    """Every OffsetCommit dies with its connection: polls still return every record."""
+    _fill(proxy.address, unique_topic, 1, 6)
+    settings = {**GROUP, "group_id": unique_topic, "auto_commit_interval_ms": 0,
+                "request_timeout_ms": 1000, "session_timeout_ms": 6000}
+    with Consumer(bootstrap_servers=proxy.address, **settings) as c:
+        c.subscribe([unique_topic])
+
+        def lose_commits(key, version, body):
+            if key == OFFSET_COMMIT:
+                raise ConnectionResetError("injected")
+            return None
+
+        proxy.answer_hook = lose_commits
+        got: list = []
+        deadline = time.monotonic() + 60
+        while len(got) < 6 and time.monotonic() < deadline:
+            got += c.poll(200, max_records=2)   # several polls, each auto-committing
+        assert _offsets(got) == list(range(6))
+        assert proxy.faults.get("rewrite", 0) >= 1
+        proxy.answer_hook = None
+
+
+def test_an_error_on_one_partition_keeps_the_others_records(proxy, unique_topic):
+    _fill(proxy.address, unique_topic, 2, 5)
+    tps = [TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)]
+
+    def deny_partition_1(key, version, body):
+        if key == FETCH:
+            for topic in body["responses"]:
+                for p in topic["partitions"]:
+                    if p["partition_index"] == 1:
+                        p["error_code"] = TopicAuthorizationFailedError.code
+                        p["records"] = None
+        return body
+
+    proxy.answer_hook = deny_partition_1
+    with Consumer(bootstrap_servers=proxy.address, **FAST) as c:
+        c.assign(tps)
+        c.seek(tps[0], 0)
+        c.seek(tps[1], 0)
+        first = c.poll_batch(5000)               # partition 0's records come first...
+        assert first.column("partition").to_pylist() == [0] * 5
+        assert first.column("offset").to_pylist() == list(range(5))
+        with pytest.raises(TopicAuthorizationFailedError) as err:
+            for _ in range(20):                 # ...partition 1's error on a later poll
+                c.poll_batch(200)
+        assert err.value.context["partition"] == 1
+        assert c.position(tps[0]) == 5 and c.position(tps[1]) == 0
+        proxy.answer_hook = None
+        got = _poll_until(c, 5)
+        assert _offsets(got, 1) == list(range(5)) and not _offsets(got, 0)
+
+
+def test_seek_drops_records_fetched_before_it(tansu, unique_topic):
+    _fill(tansu.bootstrap, unique_topic, 1, 10)
+    tp = TopicPartition(unique_topic, 0)
+    with Consumer(bootstrap_servers=tansu.bootstrap, **FAST) as c:
+        c.assign([tp])
+        assert _offsets(_poll_until(c, 3, max_records=3)) == [0, 1, 2]
+        c.seek(tp, 0)
+        assert _offsets(c.poll(5000, max_records=3)) == [0, 1, 2]
+        c.seek(tp, 8)
+        assert _offsets(_poll_until(c, 2)) == [8, 9]
+        c.seek_to_beginning(tp)
+        assert _offsets(c.poll(5000, max_records=1)) == [0]
+
+
+def test_pause_and_assign_drop_buffered_records(tansu, unique_topic):
+    _fill(tansu.bootstrap, unique_topic, 2, 20)
+    p0, p1 = TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)
+    with Consumer(bootstrap_servers=tansu.bootstrap, **FAST) as c:
+        c.assign([p0, p1])
+        got = _poll_until(c, 1, max_records=1)  # both partitions fetched, one record out
+        c.pause(p1)
+        later = [r for _ in range(10) for r in c.poll(100, max_records=5)]
+        assert not _offsets(later, 1), "records of a paused partition were returned"
+        c.resume(p1)
+        later += _poll_until(c, 40 - len(got) - len(later))
+        seen = got + later
+        for p in (0, 1):                        # nothing skipped, nothing twice
+            assert _offsets(seen, p) == list(range(20))
+
+        c.seek(p0, 0)
+        c.seek(p1, 0)
+        _poll_until(c, 1, max_records=1)
+        c.assign([p0])
+        rest = [r for _ in range(10) for r in c.poll(100, max_records=50)]
+        assert not _offsets(rest, 1), "records of an unassigned partition were returned"
