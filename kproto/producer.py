@@ -51,14 +51,15 @@ from .errors import (
 )
 from .net.blocking import BrokerConnection
 from .net.cluster import Cluster
-from .net.connection import Request
 from .partitioner import StickyPartitioner, partitions_for_keys
+from .producer_state import IdempotenceState
 from .protocol import ApiKey
 
 __all__ = ["Producer", "RecordMetadata", "BatchMetadata", "RecordFuture", "BatchFuture"]
 
 log = logging.getLogger("kproto.producer")
 
+_MESSAGE_TOO_LARGE = 10
 _DUPLICATE_SEQUENCE = 46
 _RECORD_OVERHEAD = 12          # attributes, deltas, lengths: a few varints per record
 _BATCH_OVERHEAD = 61
@@ -87,10 +88,11 @@ class BatchMetadata(NamedTuple):
 class _Batch:
     """Records of one partition travelling together (and their delivery state)."""
 
-    __slots__ = ("topic", "partition", "rows", "timestamps", "size",
-                 "created", "payload", "count", "sequence", "attempts", "next_try",
+    __slots__ = ("topic", "partition", "rows", "timestamps", "size", "charged",
+                 "created", "payload", "table", "count", "sequence", "producer_id",
+                 "producer_epoch", "sequence_reset", "stamped", "attempts", "next_try",
                  "base_offset", "log_append_time", "error", "event", "callbacks", "done",
-                 "has_headers")
+                 "has_headers", "split_into")
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         self.topic, self.partition = topic, partition
@@ -99,18 +101,29 @@ class _Batch:
         self.timestamps: tuple[int, ...] = ()
         self.has_headers = False
         self.size = _BATCH_OVERHEAD
+        #: bytes of buffer_memory this batch holds (given back once, when it is done)
+        self.charged = 0
         self.created = now
         self.payload: bytes | bytearray | None = None
+        #: the Arrow rows of a send_batch() batch (to split it)
+        self.table: Any = None
         self.count = 0
+        #: idempotence: base sequence, producer id and epoch (see producer_state)
         self.sequence = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.sequence_reset = False
+        self.stamped: tuple[int, int, int] | None = None
         self.attempts = 0
         self.next_try = 0.0
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        #: set when the batch is done, or split (then its records are in split_into)
         self.event = threading.Event()
         self.callbacks: list[tuple[int, Callable[..., Any]]] = []
         self.done = False
+        self.split_into: list[_Batch] = []
 
     def finish(self, base_offset: int, log_append_time: int, error: BaseException | None
                ) -> None:
@@ -119,20 +132,58 @@ class _Batch:
         if self.rows:
             self.timestamps = tuple(r[2] for r in self.rows)
         self.rows = []            # free the memory; the timestamps stay for the metadata
-        self.payload = None
+        self.payload = self.table = None
         self.event.set()
-        for index, fn in self.callbacks:
+        callbacks, self.callbacks = self.callbacks, []
+        for index, fn in callbacks:
             try:
                 fn(index)
             except Exception:  # a user callback must not kill the sender
                 log.exception("delivery callback raised")
-        self.callbacks = []
 
     def metadata(self, index: int) -> RecordMetadata:
         offset = -1 if self.base_offset < 0 else self.base_offset + index
         ts = self.log_append_time if self.log_append_time >= 0 else (
             self.timestamps[index] if index < len(self.timestamps) else -1)
         return RecordMetadata(self.topic, self.partition, offset, ts)
+
+
+def _leaf(batch: _Batch, index: int) -> tuple[_Batch, int]:
+    """The batch (and index in it) that carries record ``index`` of ``batch`` now,
+    following splits (a batch the broker found too large is re-sent in parts)."""
+    while batch.split_into:
+        for part in batch.split_into:
+            if index < part.count:
+                batch = part
+                break
+            index -= part.count
+    return batch, index
+
+
+def _leaves(batches: Iterable[_Batch]) -> list[_Batch]:
+    out: list[_Batch] = []
+    for b in batches:
+        out += _leaves(b.split_into) if b.split_into else [b]
+    return out
+
+
+def _wait_done(batches: Iterable[_Batch], deadline: float | None,
+               alive: Callable[[], bool] = lambda: True) -> bool:
+    """Wait until every batch (following splits) is done; False at ``deadline``
+    (or once ``alive()`` says the sender thread is gone)."""
+    pending = list(batches)
+    while pending:
+        b = pending.pop()
+        while not b.done:
+            if b.split_into:
+                pending += b.split_into
+                break
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            if not b.event.wait(min(left, 1.0) if left is not None else 1.0) and not alive():
+                return False
+    return True
 
 
 class RecordFuture:
@@ -148,53 +199,57 @@ class RecordFuture:
         self._batch, self._index = batch, index
 
     def done(self) -> bool:
-        return self._batch.done
+        return _leaf(self._batch, self._index)[0].done
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Wait for delivery; raise the delivery error, or KafkaTimeoutError at ``timeout``."""
         exc = self.exception(timeout)
         if exc is not None:
             raise exc
-        return self._batch.metadata(self._index)
+        batch, index = _leaf(self._batch, self._index)
+        return batch.metadata(index)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if not self._batch.event.wait(timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not _wait_done([self._batch], deadline):
             raise KafkaTimeoutError(f"record not delivered within {timeout} s")
-        return self._batch.error
+        return _leaf(self._batch, self._index)[0].error
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
-        batch = self._batch
+        batch, index = _leaf(self._batch, self._index)
         if batch.done:
             fn(self)
         else:
-            batch.callbacks.append((self._index, lambda _i: fn(self)))
+            batch.callbacks.append((index, lambda _i: fn(self)))
 
     def __repr__(self) -> str:
-        state = "pending" if not self.done() else ("error" if self._batch.error else "done")
-        return f"<RecordFuture {self._batch.topic}[{self._batch.partition}] {state}>"
+        batch, _ = _leaf(self._batch, self._index)
+        state = "pending" if not batch.done else ("error" if batch.error else "done")
+        return f"<RecordFuture {batch.topic}[{batch.partition}] {state}>"
 
 
 class BatchFuture:
-    """The outcome of one :meth:`Producer.send_batch`: a list of :class:`BatchMetadata`."""
+    """The outcome of one :meth:`Producer.send_batch`: a list of :class:`BatchMetadata`
+    (one per record batch written: a batch the broker found too large is written
+    in parts)."""
 
     def __init__(self, batches: list[_Batch]) -> None:
         self._batches = batches
 
     def done(self) -> bool:
-        return all(b.done for b in self._batches)
+        return all(b.done for b in _leaves(self._batches))
 
     def result(self, timeout: float | None = None) -> list[BatchMetadata]:
         """Wait for every batch; raise the first error (the others may still have
         been written: see each batch through ``exception``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for b in self._batches:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not b.event.wait(left):
-                raise KafkaTimeoutError(f"batch not delivered within {timeout} s")
+        if not _wait_done(self._batches, deadline):
+            raise KafkaTimeoutError(f"batch not delivered within {timeout} s")
+        leaves = _leaves(self._batches)
+        for b in leaves:
             if b.error is not None:
                 raise b.error
-        return [BatchMetadata(b.topic, b.partition, b.base_offset, b.count)
-                for b in self._batches]
+        return [BatchMetadata(b.topic, b.partition, b.base_offset, b.count) for b in leaves]
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         try:
@@ -245,10 +300,12 @@ class Producer:
         self._open: dict[tuple[str, int], _Batch] = {}
         self._ready: dict[tuple[str, int], deque[_Batch]] = {}
         self._busy: set[tuple[str, int]] = set()          # partitions with a batch in flight
-        #: node -> requests in flight: (request, its batches, time sent)
-        self._in_flight: dict[int, deque[tuple[Request, list[_Batch], float]]] = {}
-        self._queued_bytes = 0
-        self._unfinished = 0                                # batches not yet completed
+        #: connections with Produce requests in flight (each request's context is a
+        #: _Sent); the connection's own in-flight queue is the one record of them
+        self._conns: set[BrokerConnection] = set()
+        self._queued_bytes = 0                              # buffer_memory in use
+        #: batches not done yet (flush waits for those there when it starts)
+        self._incomplete: set[_Batch] = set()
         self._wanted_topics: set[str] = set()
         self._topic_used: dict[str, float] = {}             # topic -> last batch opened
         self._max_idle = c["metadata_max_idle_ms"] / 1000
@@ -256,16 +313,19 @@ class Producer:
         self._flushing = 0
         self._closing = False
         self._closed = False
+        self._force_close = False
+        self._sender_done = False
         self._fatal: BaseException | None = None
-        self._producer_id, self._producer_epoch = -1, -1
-        self._sequences: dict[tuple[str, int], int] = {}
+        self._idem = IdempotenceState() if c["enable_idempotence"] else None
+        self._pid_retry_at = 0.0
+        self._had_producer_id = False
         self._linger = c["linger_ms"] / 1000
         self._batch_size = c["batch_size"]
         self._max_request_size = c["max_request_size"]
         self._buffer_memory = c["buffer_memory"]
         self._parts_cache: tuple[Any, dict[str, list[int]]] = (None, {})
         self._selector: Any = None
-        self._watched: dict[int, tuple[int, int, int]] = {}
+        self._watched: dict[int, tuple[int, int]] = {}
         self._sender = threading.Thread(target=self._run, name="kproto-producer", daemon=True)
         self._sender.start()
 
@@ -329,7 +389,7 @@ class Producer:
             if batch is None:
                 batch = self._open[tp] = _Batch(topic, partition, time.monotonic())
                 self._topic_used[topic] = batch.created
-                self._unfinished += 1
+                self._incomplete.add(batch)
                 self._cond.notify()
             index = batch.count
             batch.rows.append((k, v, ts, hdrs))
@@ -337,7 +397,7 @@ class Producer:
                 batch.has_headers = True
             batch.count = index + 1
             batch.size += size
-            self._queued_bytes += size
+            self._charge(batch, size)
             future = RecordFuture(batch, index)
             if on_delivery is not None:
                 batch.callbacks.append((index, lambda i, b=batch: on_delivery(
@@ -400,43 +460,55 @@ class Producer:
             for start, stop in self._chunks(sizes[rows], limit):
                 chunk = sub.slice(start, stop - start)
                 b = _Batch(topic, p, now)
-                b.payload = records.encode(chunk, compression=self.config["compression_type"],
-                                           compression_level=self.config["compression_level"])
+                b.table = chunk
+                b.payload = self._encode_table(chunk)
                 b.count = stop - start
                 b.size = len(b.payload)
                 batches.append(b)
                 with self._cond:      # queued at once: the sender sends while we encode on
                     self._check_usable()
                     self._wait_for_buffer(b.size)
-                    self._queued_bytes += b.size
-                    self._unfinished += 1
+                    self._charge(b, b.size)
+                    self._incomplete.add(b)
                     self._topic_used[topic] = b.created
+                    # after the records send() has collected for the partition: one
+                    # queue per partition, in call order (Java's accumulator deque)
+                    self._seal((b.topic, b.partition))
                     self._ready.setdefault((b.topic, b.partition), deque()).append(b)
                     self._cond.notify_all()
         return BatchFuture(batches)
 
+    def _encode_table(self, table: Any) -> bytes:
+        return records.encode(table, compression=self.config["compression_type"],
+                              compression_level=self.config["compression_level"])
+
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring ``linger_ms``) and wait until every
-        record is written or failed; KafkaTimeoutError at ``timeout``."""
+        record sent before this call is written or failed (records other threads
+        send meanwhile are not waited for); KafkaTimeoutError at ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            pending = list(self._incomplete)     # Java's beginFlush snapshot
             self._flushing += 1
-            try:
-                self._cond.notify_all()
-                while self._unfinished and self._sender.is_alive():
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        raise KafkaTimeoutError(f"flush: {self._unfinished} batches still "
-                                                f"unsent after {timeout} s")
-                    self._cond.wait(left if left is not None else 1.0)
-            finally:
+            self._cond.notify_all()
+        try:
+            if not _wait_done(pending, deadline, self._sender.is_alive) \
+                    and self._sender.is_alive():
+                left = sum(not b.done for b in _leaves(pending))
+                raise KafkaTimeoutError(f"flush: {left} batches still unsent after "
+                                        f"{timeout} s")
+        finally:
+            with self._cond:
                 self._flushing -= 1
+
+    #: How long close() waits for the sender thread to stop once told to stop now.
+    _FORCE_CLOSE_WAIT = 5.0
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, stop the sender thread and close the connections, within
         ``timeout`` seconds in all. Records still unsent then fail with
-        KafkaConnectionError; a sender thread still blocked on a broker that
-        stopped answering ends at its next socket timeout."""
+        KafkaConnectionError: the sender thread is told to stop at once (its
+        connections are shut down under it) and fails them (Java's forceClose)."""
         if self._closed:
             return
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -451,9 +523,19 @@ class Producer:
                 self._cond.notify_all()
             self._sender.join(None if deadline is None
                               else max(0.0, deadline - time.monotonic()))
-            self._closed = True
+            if self._sender.is_alive():
+                with self._cond:
+                    self._force_close = True
+                    self._cond.notify_all()
+                self._cluster.abort()       # a blocked socket call fails at once
+                self._sender.join(self._FORCE_CLOSE_WAIT)
             self._fail_everything(KafkaConnectionError("the producer was closed"))
-            self._cluster.close()
+            with self._cond:
+                self._closed = True
+                # whoever is last closes the connections: never under a running sender
+                sender_done = self._sender_done
+            if sender_done:
+                self._cluster.close()
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partition indexes of ``topic`` (waiting for its metadata)."""
@@ -509,6 +591,17 @@ class Producer:
                                             f"max_block_ms ({self.config['max_block_ms']})")
                 self._cond.wait(min(left, 0.1))
                 self._check_usable()
+
+    def _charge(self, batch: _Batch, size: int) -> None:
+        """Under the lock: ``size`` more bytes of buffer_memory held by ``batch``
+        (all given back by _release, so the count cannot drift)."""
+        batch.charged += size
+        self._queued_bytes += size
+
+    def _release(self, batch: _Batch) -> None:
+        """Under the lock: give back everything ``batch`` holds."""
+        self._queued_bytes -= batch.charged
+        batch.charged = 0
 
     def _wait_for_buffer(self, size: int) -> None:
         limit = self.config["buffer_memory"]
@@ -574,34 +667,52 @@ class Producer:
     def _run(self) -> None:
         try:
             self._loop()
-            if self._selector is not None:
-                self._selector.close()
+            if self._force_close:
+                self._fail_everything(KafkaConnectionError("the producer was closed"))
         except BaseException as exc:  # noqa: BLE001 - reported to every waiting caller
             log.exception("producer sender thread died")
+            fatal = exc if isinstance(exc, KprotoError) else KafkaConnectionError(
+                f"producer sender thread died: {exc!r}")
+            if fatal is not exc:
+                fatal.__cause__ = exc
             with self._cond:
-                self._fatal = exc if isinstance(exc, KprotoError) else KafkaConnectionError(
-                    f"producer sender thread died: {exc!r}")
-            self._fail_everything(self._fatal)
+                self._fatal = fatal
+                self._cond.notify_all()
+            self._fail_everything(fatal)
+        finally:
+            if self._selector is not None:
+                self._selector.close()
+            with self._cond:
+                self._sender_done = True
+                closed = self._closed
+            if closed:          # close() gave up waiting for this thread: clean up here
+                self._cluster.close()
 
     def _loop(self) -> None:
-        if self.config["enable_idempotence"]:
-            self._init_producer_id()
         while True:
+            if self._idem is not None and self._idem.needs_producer_id \
+                    and time.monotonic() >= self._pid_retry_at and not self._closing:
+                self._init_producer_id()
             with self._cond:
+                if self._force_close:
+                    return
+                if self._idem is not None:
+                    self._idem.resolve()
                 due = self._collect_due()
                 if self._cluster.needs_refresh:
                     self._forget_idle_topics()
-                if self._closing and not self._unfinished and not self._has_in_flight():
+                if self._closing and not self._incomplete and not self._has_in_flight():
                     return
-                if not due and not self._has_in_flight() and not self._wanted_topics:
+                idle = not due and not self._has_in_flight() and not self._wanted_topics
+                if idle:
                     self._cond.wait(self._idle_wait())
-                    continue
                 wanted = set(self._wanted_topics)
-            if wanted or self._cluster.needs_refresh:
-                self._refresh(wanted)
-            if due:
-                self._dispatch(due)
-            self._poll_responses()
+            if not idle:
+                if wanted or self._cluster.needs_refresh:
+                    self._refresh(wanted)
+                if due:
+                    self._dispatch(due)
+                self._poll_responses()
             self._expire()
 
     def _forget_idle_topics(self) -> None:
@@ -621,17 +732,26 @@ class Producer:
                 del self._topic_used[t]
 
     def _has_in_flight(self) -> bool:
-        return any(self._in_flight.values())
+        return any(c.in_flight for c in self._conns)
 
-    def _idle_wait(self) -> float | None:
-        if not self._open:
-            return 1.0
-        first = min(b.created for b in self._open.values())
-        return max(0.0, first + self._linger - time.monotonic())
+    def _idle_wait(self) -> float:
+        """Under the lock: how long nothing is due (lingering batches, backoffs,
+        the next InitProducerId attempt); at most 1 s (expiry runs meanwhile)."""
+        now = time.monotonic()
+        wake = now + 1.0
+        if self._open:
+            wake = min(wake, min(b.created for b in self._open.values()) + self._linger)
+        for q in self._ready.values():
+            if q and q[0].next_try > now:
+                wake = min(wake, q[0].next_try)
+        if self._idem is not None and self._idem.needs_producer_id and not self._closing:
+            wake = min(wake, self._pid_retry_at)
+        return max(0.0, wake - now)
 
     def _collect_due(self) -> list[_Batch]:
         """Under the lock: seal lingering batches, and take the first ready batch of
-        every partition without one in flight (whose backoff has passed)."""
+        every partition without one in flight (whose backoff has passed, and that
+        idempotence lets go: see producer_state)."""
         now = time.monotonic()
         flushing = self._flushing or self._closing
         for tp, batch in list(self._open.items()):
@@ -639,7 +759,8 @@ class Producer:
                 self._seal(tp)
         due = []
         for tp, queue in self._ready.items():
-            if queue and tp not in self._busy and queue[0].next_try <= now:
+            if queue and tp not in self._busy and queue[0].next_try <= now and (
+                    self._idem is None or self._idem.can_send(queue[0])):
                 due.append(queue.popleft())
                 self._busy.add(tp)
         return due
@@ -681,15 +802,17 @@ class Producer:
             by_node.setdefault(node, []).append(b)
         limit = self.config["max_request_size"]
         for node, batches in by_node.items():
-            queue = self._in_flight.setdefault(node, deque())
+            conn = self._cluster._connections.get(node)
+            in_flight = conn.in_flight if conn is not None else 0
             request: list[_Batch] = []
             size = 0
             for b in batches:
                 self._prepare(b)
                 assert b.payload is not None
-                if request and (size + len(b.payload) > limit or len(queue) >=
+                if request and (size + len(b.payload) > limit or in_flight >=
                                 self.config["max_in_flight_requests_per_connection"]):
                     self._send_request(node, request)
+                    in_flight += 1
                     request, size = [], 0
                 request.append(b)
                 size += len(b.payload)
@@ -697,21 +820,28 @@ class Producer:
                 self._send_request(node, request)
 
     def _prepare(self, b: _Batch) -> None:
-        """Encode a send() batch once, and stamp idempotence fields on its first try."""
+        """Encode a batch once, and stamp its producer id, epoch and sequence (given
+        on its first try, changed only by producer_state when it resets them)."""
         if b.payload is None:
-            keys, values, stamps, headers = zip(*b.rows, strict=True)
-            b.timestamps = stamps
-            b.payload = records.encode(
-                key=_binary(keys), value=_binary(values), timestamp=np.array(stamps, np.int64),
-                headers=headers if b.has_headers else None,
-                compression=self.config["compression_type"],
-                compression_level=self.config["compression_level"])
-        if self._producer_id >= 0 and b.sequence < 0:
-            tp = (b.topic, b.partition)
-            b.sequence = self._sequences.get(tp, 0)
-            self._sequences[tp] = (b.sequence + b.count) & 0x7FFFFFFF
-            b.payload = stamp_batch(b.payload, self._producer_id, self._producer_epoch,
-                                    b.sequence)
+            if b.table is not None:
+                b.payload = self._encode_table(b.table)
+            else:
+                keys, values, stamps, headers = zip(*b.rows, strict=True)
+                b.timestamps = stamps
+                b.payload = records.encode(
+                    key=_binary(keys), value=_binary(values),
+                    timestamp=np.array(stamps, np.int64),
+                    headers=headers if b.has_headers else None,
+                    compression=self.config["compression_type"],
+                    compression_level=self.config["compression_level"])
+            b.stamped = None
+        if self._idem is not None:
+            if b.sequence < 0:
+                self._idem.assign(b)
+            stamp = (b.producer_id, b.producer_epoch, b.sequence)
+            if b.stamped != stamp:
+                b.payload = stamp_batch(b.payload, *stamp)
+                b.stamped = stamp
 
     def _send_request(self, node: int, batches: list[_Batch]) -> None:
         acks = self.config["acks"]
@@ -726,93 +856,97 @@ class Producer:
             "topic_data": [{"name": t, "topic_id": _topic_id(meta, t), "partition_data": parts}
                            for t, parts in topics.items()],
         }
+        conn = None
         try:
             conn = self._cluster.connection(node)
-            req = conn.send(ApiKey.PRODUCE, fields, expect_response=acks != 0)
+            conn.send(ApiKey.PRODUCE, fields, expect_response=acks != 0,
+                      context=_Sent(batches, time.monotonic()))
         except KprotoError as exc:
             self._cluster.mark_stale()
             for b in batches:
                 self._retry(b, exc)
+            if conn is not None:     # the write failed: its other requests are lost too
+                self._retry_lost(conn, exc)
             return
         if acks == 0:
             for b in batches:
                 self._complete(b, -1, -1, None)
             return
-        self._in_flight.setdefault(node, deque()).append((req, batches, time.monotonic()))
+        self._conns.add(conn)
 
     def _poll_responses(self) -> None:
         """Wait (briefly) for answers on every connection with requests in flight."""
-        nodes = [n for n, q in self._in_flight.items() if q]
-        if not nodes:
+        self._retry_lost_everywhere()
+        conns = [c for c in self._conns if c.in_flight]
+        if not conns:
             return
         with self._cond:
-            timeout = 0.05 if not self._open else min(0.05, self._idle_wait() or 0.0)
+            timeout = min(0.05, self._idle_wait())
             if any(q for q in self._ready.values()):
                 timeout = 0.0 if self._free_partitions_ready() else timeout
-        conns: dict[int, BrokerConnection] = {}
-        watched: dict[int, tuple[int, int, int]] = {}
-        for n in nodes:
-            try:
-                conn = self._cluster.connection(n)
-                watched[n] = (conn.fileno(), id(conn), conn.opened)
-                conns[n] = conn
-            except KprotoError as exc:
-                self._node_failed(n, exc)
-        events = self._select(watched, timeout) if conns else []
-        for key, _ in events:
-            node = key.data
-            conn = conns[node]
+        for conn in self._select(conns, timeout):
             try:
                 responses = conn.receive(time.monotonic() + self._cluster.request_timeout)
-            except KprotoError as exc:
-                self._node_failed(node, exc)
+            except KprotoError as exc:      # the connection closed itself
+                self._cluster.mark_stale()
+                self._retry_lost(conn, exc)
                 continue
             for resp in responses:
-                req, batches, _sent = self._in_flight[node].popleft()
-                assert resp.request is req
+                batches = resp.request.context.batches
                 if resp.error is not None:
                     for b in batches:
                         self._retry(b, resp.error)
                 else:
                     self._handle_response(resp.body, batches)
-        # requests unanswered for too long
+        # requests unanswered for too long: give up on the connection (Java does too)
         now = time.monotonic()
-        for n, q in list(self._in_flight.items()):
-            if q and now - q[0][2] > self._cluster.request_timeout:
-                self._node_failed(n, KafkaTimeoutError(f"broker {n} did not answer a Produce "
-                                                       "request within request_timeout_ms"))
+        for conn in conns:
+            sent = conn.requests_in_flight()
+            if sent and now - sent[0].context.sent > self._cluster.request_timeout:
+                conn.close()
+                self._cluster.mark_stale()
+                self._retry_lost(conn, KafkaTimeoutError(
+                    f"{conn.address} did not answer a Produce request within "
+                    "request_timeout_ms"))
+        self._retry_lost_everywhere()
 
-    def _select(self, watched: dict[int, tuple[int, int, int]], timeout: float) -> list[Any]:
-        """Wait for any of ``watched`` (node -> (fd, connection, its socket count)) to
-        be readable, on one selector kept across calls and re-registered when a
-        connection changes (a reconnect may reuse the fd number of a closed socket,
-        which the kernel has already dropped from the selector)."""
+    def _retry_lost(self, conn: BrokerConnection, exc: BaseException) -> None:
+        """Retry the batches of the requests ``conn`` lost when it closed."""
+        for req in conn.take_lost():
+            for b in req.context.batches:
+                self._retry(b, exc)
+        if not conn.in_flight:
+            self._conns.discard(conn)
+
+    def _retry_lost_everywhere(self) -> None:
+        """Connections may close anywhere (a metadata refresh that fails closes them
+        all): retry what they had in flight."""
+        for conn in list(self._conns):
+            self._retry_lost(conn, KafkaConnectionError(
+                f"the connection to {conn.address} closed with a Produce request in flight"))
+
+    def _select(self, conns: list[BrokerConnection], timeout: float) -> list[BrokerConnection]:
+        """The connections of ``conns`` readable within ``timeout``, on one selector
+        kept across calls and re-registered when a connection changes (a reconnect
+        may reuse the fd number of a closed socket, which the kernel has already
+        dropped from the selector)."""
         import selectors
 
-        if self._selector is None:
+        watched = {id(c): (c.fileno(), c.opened) for c in conns}
+        if self._selector is None or watched != self._watched:
+            if self._selector is not None:
+                self._selector.close()
             self._selector = selectors.DefaultSelector()
-        sel = self._selector
-        if watched != self._watched:
-            sel.close()
-            sel = self._selector = selectors.DefaultSelector()
-            for node, (fd, _, _) in watched.items():
-                sel.register(fd, selectors.EVENT_READ, node)
-            self._watched = dict(watched)
-        return sel.select(timeout)
+            for c in conns:
+                self._selector.register(c.fileno(), selectors.EVENT_READ, c)
+            self._watched = watched
+        return [key.data for key, _ in self._selector.select(timeout)]
 
     def _free_partitions_ready(self) -> bool:
         now = time.monotonic()
         return any(q and tp not in self._busy and q[0].next_try <= now
+                   and (self._idem is None or self._idem.can_send(q[0]))
                    for tp, q in self._ready.items())
-
-    def _node_failed(self, node: int, exc: BaseException) -> None:
-        self._cluster.mark_stale()
-        conn = self._cluster._connections.get(node)
-        if conn is not None:
-            conn.close()
-        for _req, batches, _sent in self._in_flight.pop(node, deque()):
-            for b in batches:
-                self._retry(b, exc)
 
     def _handle_response(self, body: dict[str, Any], batches: list[_Batch]) -> None:
         names = self._cluster.metadata.topic_names()
@@ -832,26 +966,79 @@ class Producer:
                 self._complete(b, p["base_offset"], p.get("log_append_time_ms", -1), None)
             elif code == _DUPLICATE_SEQUENCE:
                 self._complete(b, -1, -1, None)
+            elif code == _MESSAGE_TOO_LARGE and b.count > 1:
+                self._split(b)
             else:
                 cls = error_for_code(code)
                 assert cls is not None
                 err = cls(p.get("error_message"), topic=b.topic, partition=b.partition)
                 if cls.invalid_metadata:
                     self._cluster.mark_stale()
-                if cls.retriable:
-                    self._retry(b, err)
-                else:
-                    self._complete(b, -1, -1, err)
+                self._retry(b, err, code)
 
-    def _retry(self, b: _Batch, exc: BaseException | None) -> None:
-        retriable = exc is None or isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)) \
-            or (isinstance(exc, BrokerError) and exc.retriable)
+    def _split(self, b: _Batch) -> None:
+        """The broker refused ``b`` as too large: send its records again in two
+        batches, first in the partition's queue (Java's splitAndReenqueue; halves,
+        until a single record is refused with MessageTooLargeError)."""
+        if b.done:
+            return
+        half = b.count // 2
+        parts = []
+        for lo, hi in ((0, half), (half, b.count)):
+            part = _Batch(b.topic, b.partition, b.created)   # same delivery deadline
+            part.count = hi - lo
+            if b.table is not None:
+                part.table = b.table.slice(lo, hi - lo)
+            else:
+                part.rows = b.rows[lo:hi]
+                part.has_headers = b.has_headers
+                part.size = _BATCH_OVERHEAD + b.size * part.count // b.count
+            parts.append(part)
+        log.debug("%s[%d]: batch of %d records too large, split in two", b.topic,
+                  b.partition, b.count)
+        if self._idem is not None and b.sequence >= 0:
+            self._idem.split(b, parts)
+        with self._cond:
+            charged = b.charged
+            self._release(b)
+            self._charge(parts[0], charged * parts[0].count // b.count)
+            self._charge(parts[1], charged - parts[0].charged)
+            for index, fn in b.callbacks:
+                leaf, i = parts[0], index
+                if i >= leaf.count:
+                    leaf, i = parts[1], i - leaf.count
+                leaf.callbacks.append((i, fn))
+            b.callbacks = []
+            self._incomplete.discard(b)
+            self._incomplete.update(parts)
+            b.split_into = parts
+            b.rows, b.payload, b.table = [], None, None
+            tp = (b.topic, b.partition)
+            self._ready.setdefault(tp, deque()).extendleft(reversed(parts))
+            self._busy.discard(tp)
+            self._cond.notify_all()
+        b.event.set()     # wakes whoever waits on it: they follow split_into
+
+    def _retry(self, b: _Batch, exc: BaseException | None, code: int = 0) -> None:
+        """Send ``b`` again after a backoff if ``exc`` (the error of broker answer
+        ``code``, 0 for others) allows it, else fail it."""
+        if b.done:
+            return
+        retriable = None
+        if self._idem is not None and code:
+            retriable = self._idem.can_retry(b, code)
+        if retriable is None:
+            retriable = exc is None or isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)) \
+                or (isinstance(exc, BrokerError) and exc.retriable)
         too_old = time.monotonic() - b.created > self.config["delivery_timeout_ms"] / 1000
         if not retriable or b.attempts > self.config["retries"] or too_old or self._closed:
             if exc is None or too_old:
                 exc = KafkaTimeoutError(f"{b.topic}[{b.partition}]: not delivered within "
                                         f"delivery_timeout_ms (last error: {exc})")
-            self._complete(b, -1, -1, exc)
+            # refused: the broker answered that it did not write it (Java's
+            # adjustSequenceNumbers); otherwise it may have been written
+            self._fail(b, exc, refused=bool(code) and not retriable
+                       and b.attempts <= self.config["retries"])
             return
         log.debug("retrying %s[%d] after %s", b.topic, b.partition, exc)
         delay = min(self.config["retry_backoff_ms"] * 2 ** max(0, b.attempts - 1),
@@ -861,15 +1048,24 @@ class Producer:
             self._busy.discard((b.topic, b.partition))
             self._ready.setdefault((b.topic, b.partition), deque()).appendleft(b)
 
+    def _fail(self, b: _Batch, exc: BaseException, *, refused: bool) -> None:
+        if self._idem is not None and b.sequence >= 0:
+            self._idem.failed(b, refused=refused)
+        self._complete(b, -1, -1, exc)
+
     def _complete(self, b: _Batch, base_offset: int, log_append_time: int,
                   error: BaseException | None) -> None:
-        size = b.size
-        b.finish(base_offset, log_append_time, error)
+        """Finish ``b`` (once: later calls do nothing) and give back what it held."""
         with self._cond:
+            if b.done or b not in self._incomplete:
+                return
+            self._incomplete.discard(b)
+            self._release(b)
             self._busy.discard((b.topic, b.partition))
-            self._queued_bytes -= size if size > _BATCH_OVERHEAD else 0
-            self._unfinished -= 1
             self._cond.notify_all()
+        if error is None and self._idem is not None and b.sequence >= 0:
+            self._idem.completed(b)
+        b.finish(base_offset, log_append_time, error)
 
     def _expire(self) -> None:
         """Fail queued batches older than delivery_timeout_ms."""
@@ -881,21 +1077,24 @@ class Producer:
                 while queue and now - queue[0].created > limit:
                     expired.append(queue.popleft())
         for b in expired:
-            self._complete(b, -1, -1, KafkaTimeoutError(
-                f"{b.topic}[{b.partition}]: not sent within delivery_timeout_ms"))
+            self._fail(b, KafkaTimeoutError(
+                f"{b.topic}[{b.partition}]: not sent within delivery_timeout_ms"),
+                refused=False)
 
     def _fail_everything(self, exc: BaseException) -> None:
+        """Fail every batch not done yet (safe from any thread: completion happens once)."""
         with self._cond:
-            pending = [b for q in self._ready.values() for b in q] + list(self._open.values())
-            pending += [b for q in self._in_flight.values() for _, bs, _t in q for b in bs]
+            pending = list(self._incomplete)
             self._ready.clear()
             self._open.clear()
-            self._in_flight.clear()
         for b in pending:
-            if not b.done:
-                self._complete(b, -1, -1, exc)
+            self._complete(b, -1, -1, exc)
 
     def _init_producer_id(self) -> None:
+        """Get a producer id (InitProducerId): the first, or a new one after a
+        sequence gap (see producer_state). The first must come within
+        max_block_ms, else the producer fails; later ones are tried again after
+        a backoff while the broker is unreachable (records expire meanwhile)."""
         def attempt() -> dict[str, Any]:
             body = self._cluster.request_any(ApiKey.INIT_PRODUCER_ID, {
                 "transactional_id": None, "transaction_timeout_ms": 60000})
@@ -904,10 +1103,26 @@ class Producer:
                 raise cls("InitProducerId failed")
             return body
 
-        body = self._cluster.call(attempt, "InitProducerId",
-                                  timeout=self.config["max_block_ms"] / 1000)
-        self._producer_id, self._producer_epoch = body["producer_id"], body["producer_epoch"]
-        log.debug("producer id %d epoch %d", self._producer_id, self._producer_epoch)
+        assert self._idem is not None
+        first = not self._had_producer_id
+        try:
+            body = self._cluster.call(attempt, "InitProducerId", timeout=(
+                self.config["max_block_ms"] / 1000 if first else self._cluster.request_timeout))
+        except KprotoError as exc:
+            if first or not exc.retriable or self._force_close:
+                raise
+            log.debug("InitProducerId failed (%s); trying again", exc)
+            self._pid_retry_at = time.monotonic() + self.config["retry_backoff_max_ms"] / 1000
+            return
+        self._had_producer_id = True
+        self._idem.set_producer_id(body["producer_id"], body["producer_epoch"])
+
+
+class _Sent(NamedTuple):
+    """A Produce request's context on its connection: its batches, when it was sent."""
+
+    batches: list[_Batch]
+    sent: float
 
 
 class _BinaryRows:

@@ -91,6 +91,8 @@ class BrokerConnection:
         self.api_versions_version = -1
         self._sock: socket.socket | None = None
         self._conn: Connection | None = None
+        #: Requests sent with a ``context`` that a close left unanswered (see take_lost).
+        self._lost: list[Request] = []
         #: How many sockets this connection has opened (changes on every reconnect).
         self.opened = 0
 
@@ -110,9 +112,11 @@ class BrokerConnection:
         return self
 
     def close(self) -> None:
-        """Close the socket."""
+        """Close the socket. Requests in flight will never be answered: those sent
+        with a ``context`` are kept for :meth:`take_lost`; a reconnect starts with
+        nothing in flight."""
         if self._conn is not None:
-            self._conn.close()
+            self._lost += [r for r in self._conn.close() if r.context is not None]
             self._conn = None
         if self._sock is not None:
             self._sock.close()
@@ -311,13 +315,31 @@ class BrokerConnection:
         assert self._conn is not None
         req = self._conn.send(api_key, fields, version=version, raw=raw,
                               expect_response=expect_response, context=context)
-        self._write(self._conn.data_to_send())
+        try:
+            self._write(self._conn.data_to_send())
+        except (KafkaConnectionError, KafkaTimeoutError):
+            # the caller gets this error for this request: it is not one of the lost
+            self._lost = [r for r in self._lost if r is not req]
+            raise
         return req
 
     @property
     def in_flight(self) -> int:
         """Requests written and not yet answered."""
         return 0 if self._conn is None else self._conn.in_flight
+
+    def requests_in_flight(self) -> list[Request]:
+        """The requests written and not yet answered, oldest first."""
+        return [] if self._conn is None else self._conn.requests_in_flight()
+
+    def take_lost(self) -> list[Request]:
+        """The requests sent with a ``context`` (see :meth:`send`) that were in flight
+        when the connection closed, for whatever reason: they will never be
+        answered. Returned once, oldest first. Whoever keeps requests in flight
+        with a context collects them, so that none is waited for forever or
+        matched against an answer on the reopened connection."""
+        lost, self._lost = self._lost, []
+        return lost
 
     def receive(self, deadline: float) -> list[Response]:
         """Read once (waiting until ``deadline``, a ``time.monotonic()`` value) and

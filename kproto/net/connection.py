@@ -122,6 +122,10 @@ class Connection:
         """Requests sent and not yet answered."""
         return len(self._in_flight)
 
+    def requests_in_flight(self) -> list[Request]:
+        """The requests sent and not yet answered, oldest first (a copy)."""
+        return list(self._in_flight)
+
     # -- receiving
 
     def receive_data(self, data: bytes | bytearray | memoryview, now: float = 0.0
