@@ -1,0 +1,182 @@
+"""Group membership as Java's consumer defines it, against a real broker (Tansu).
+
+- A member that is slow between polls stays in the group through a rebalance:
+  REBALANCE_IN_PROGRESS from a heartbeat only asks the next poll to rejoin, and
+  the heartbeats go on meanwhile (Java's HeartbeatThread), so the coordinator
+  does not expel it after ``session_timeout_ms``.
+- A member that does not poll for ``max_poll_interval_ms`` leaves the group
+  (its heartbeat thread sends LeaveGroup), the others take its partitions, a
+  commit in between raises CommitFailedError, and the next poll rejoins.
+- The sticky assignor learns what every kproto member owned (its last
+  assignment, kept across the eager revocation), so a member joining and then
+  leaving moves as few partitions as possible.
+
+Tansu keeps a member whose heartbeats go on during a rebalance (each one
+refreshes its session, as Kafka does) and expels one silent for longer than
+the session timeout. It holds a follower's rejoin ~3 s, hence the timeouts.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kproto import Admin, Consumer, TopicPartition
+from kproto.group import CommitFailedError
+
+from .test_groups import Member, _wait
+
+pytestmark = pytest.mark.broker
+
+# short enough to keep the tests quick, long enough for a loaded 2-core machine
+SESSION_MS = 3000
+FAST = {"session_timeout_ms": SESSION_MS, "heartbeat_interval_ms": 300,
+        "auto_offset_reset": "earliest", "fetch_max_wait_ms": 100}
+
+
+class Events:
+    """A rebalance listener that records what it is told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, set[TopicPartition]]] = []
+
+    def on_partitions_revoked(self, revoked):
+        self.events.append(("revoked", set(revoked)))
+
+    def on_partitions_lost(self, lost):
+        self.events.append(("lost", set(lost)))
+
+    def on_partitions_assigned(self, assigned):
+        self.events.append(("assigned", set(assigned)))
+
+
+def _poll_until(consumer: Consumer, predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        consumer.poll_batch(100)
+
+
+def _all(topic: str, n: int) -> set[TopicPartition]:
+    return {TopicPartition(topic, p) for p in range(n)}
+
+
+def _assignments(member: Member) -> list[set[TopicPartition]]:
+    return [tps for kind, tps in list(member.events) if kind == "assigned"]
+
+
+def test_slow_member_keeps_heartbeating_until_it_rejoins(tansu, unique_topic):
+    """A gets REBALANCE_IN_PROGRESS (B joins) and then does not poll for 2.5
+    session timeouts: it must not be expelled (B never gets A's partitions),
+    and its next poll rejoins with the same member id."""
+    group = f"g-{unique_topic}"
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 4})
+    listener = Events()
+    a = Consumer(bootstrap_servers=tansu.bootstrap, group_id=group,
+                 max_poll_interval_ms=60000, **FAST)
+    b = None
+    try:
+        a.subscribe([unique_topic], listener=listener)
+        _poll_until(a, lambda: a.assignment() == _all(unique_topic, 4), 30, "A owning all")
+        member_a = a._group.member_id
+        b = Member(tansu.bootstrap, group, unique_topic, max_poll_interval_ms=60000, **FAST)
+        b.start()
+        # A's heartbeat sees the rebalance B's join started ...
+        _wait(lambda: a._group._needs_join, 20, "A's heartbeat to see the rebalance")
+        # ... and A is busy for 2.5 session timeouts, polling nothing
+        time.sleep(2.5 * SESSION_MS / 1000)
+        assert _all(unique_topic, 4) not in _assignments(b), \
+            "A was expelled: B got all its partitions while A was busy"
+        # the next poll rejoins: the partitions are split, A still the same member
+        _poll_until(a, lambda: len(a.assignment()) == 2 and len(b.assignment) == 2, 60,
+                    "a 2/2 split")
+        assert a._group.member_id == member_a
+        assert a.assignment() | b.assignment == _all(unique_topic, 4)
+        assert all(len(tps) < 4 for tps in _assignments(b))
+        # A revoked its partitions (it was still in the group), it did not lose them
+        assert [kind for kind, _ in listener.events] == ["assigned", "revoked", "assigned"]
+    finally:
+        if b is not None:
+            b.stop.set()
+            b.join(30)
+        a.close()
+    assert b.error is None, b.error
+
+
+def test_member_not_polling_for_max_poll_interval_leaves_the_group(tansu, unique_topic):
+    """A stops polling for longer than max_poll_interval_ms (but less than the
+    session timeout): its heartbeat thread leaves the group, B takes all the
+    partitions, A's commit fails, and A's next poll rejoins."""
+    group = f"g-{unique_topic}"
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 4})
+    settings = {**FAST, "session_timeout_ms": 4000}
+    listener = Events()
+    a = Consumer(bootstrap_servers=tansu.bootstrap, group_id=group,
+                 max_poll_interval_ms=1500, enable_auto_commit=False, **settings)
+    b = Member(tansu.bootstrap, group, unique_topic, max_poll_interval_ms=60000, **settings)
+    try:
+        a.subscribe([unique_topic], listener=listener)
+        _poll_until(a, lambda: a.assignment() == _all(unique_topic, 4), 30, "A owning all")
+        b.start()
+        _poll_until(a, lambda: len(a.assignment()) == 2 and len(b.assignment) == 2, 60,
+                    "a 2/2 split")
+        mine = a.assignment()
+        # A is busy, its heartbeats go on, yet after max_poll_interval_ms it leaves
+        # the group and B owns everything
+        _wait(lambda: b.assignment == _all(unique_topic, 4), 20, "B to take all partitions")
+        assert not a._group._joined
+        with pytest.raises(CommitFailedError):
+            a.commit({tp: 0 for tp in mine})
+        # the next poll rejoins: A reports its partitions lost, then gets some back
+        _poll_until(a, lambda: len(a.assignment()) == 2 and len(b.assignment) == 2, 60,
+                    "a new 2/2 split")
+        kinds = [kind for kind, _ in listener.events]
+        assert kinds[:4] == ["assigned", "revoked", "assigned", "lost"], kinds
+        assert listener.events[3][1] == mine
+        a.commit({tp: 0 for tp in a.assignment()})       # a member again: commits work
+    finally:
+        b.stop.set()
+        b.join(30)
+        a.close()
+    assert b.error is None, b.error
+
+
+def test_sticky_assignor_keeps_partitions_with_their_owners(tansu, unique_topic):
+    """Two kproto members with ``sticky`` own 3+3 partitions; a third joins
+    (each keeps 2 of its 3) and leaves (each keeps those 2 and gets one back)."""
+    group = f"g-{unique_topic}"
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 6})
+    settings = {**FAST, "partition_assignment_strategy": ["sticky"],
+                "max_poll_interval_ms": 60000}
+    members = [Member(tansu.bootstrap, group, unique_topic, **settings) for _ in range(2)]
+    third = None
+    try:
+        for m in members:
+            m.start()
+        _wait(lambda: [len(m.assignment) for m in members] == [3, 3], 60, "a 3/3 split")
+        before = [m.assignment for m in members]
+        third = Member(tansu.bootstrap, group, unique_topic, **settings)
+        third.start()
+        _wait(lambda: [len(m.assignment) for m in members + [third]] == [2, 2, 2], 60,
+              "a 2/2/2 split")
+        during = [m.assignment for m in members]
+        for old, new in zip(before, during, strict=True):
+            assert new <= old, (before, during)     # each kept 2 of its 3
+        third.stop.set()
+        third.join(30)
+        _wait(lambda: [len(m.assignment) for m in members] == [3, 3], 60, "a 3/3 split again")
+        after = [m.assignment for m in members]
+        for old, new in zip(during, after, strict=True):
+            assert old <= new, (during, after)      # and got one of the third's
+        assert after[0] | after[1] == _all(unique_topic, 6)
+    finally:
+        for m in members + ([third] if third else []):
+            m.stop.set()
+        for m in members + ([third] if third else []):
+            m.join(30)
+    assert all(m.error is None for m in members + [third])
