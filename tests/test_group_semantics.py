@@ -24,6 +24,7 @@ import pytest
 
 from kproto import Admin, Consumer, TopicPartition
 from kproto.group import CommitFailedError
+from kproto.testing import FaultProxy, TansuBroker, free_port
 
 from .test_groups import Member, _wait
 
@@ -33,6 +34,31 @@ pytestmark = pytest.mark.broker
 SESSION_MS = 3000
 FAST = {"session_timeout_ms": SESSION_MS, "heartbeat_interval_ms": 300,
         "auto_offset_reset": "earliest", "fetch_max_wait_ms": 100}
+
+
+OFFSET_COMMIT, HEARTBEAT = 8, 12
+REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION = 27, 25, 22
+
+
+@pytest.fixture(scope="module")
+def proxied():
+    """(broker, proxy): a Tansu broker reached only through a framed fault proxy,
+    whose ``answer_hook`` injects errors into the broker's real answers."""
+    port = free_port()
+    broker = TansuBroker(advertised_port=port).start()
+    proxy = FaultProxy(broker.port, port=port, framed=True).start()
+    try:
+        yield broker, proxy
+    finally:
+        proxy.stop()
+        broker.stop()
+
+
+@pytest.fixture
+def proxy(proxied):
+    _, proxy = proxied
+    yield proxy
+    proxy.answer_hook = None
 
 
 class Events:
@@ -180,3 +206,99 @@ def test_sticky_assignor_keeps_partitions_with_their_owners(tansu, unique_topic)
         for m in members + ([third] if third else []):
             m.join(30)
     assert all(m.error is None for m in members + [third])
+
+
+def _joined_alone(proxy: FaultProxy, topic: str, listener: Events, **settings) -> Consumer:
+    """A consumer (through ``proxy``) that owns ``topic``'s 2 partitions alone."""
+    with Admin(bootstrap_servers=proxy.address) as admin:
+        admin.create_topics({topic: 2})
+    c = Consumer(bootstrap_servers=proxy.address, group_id=f"g-{topic}",
+                 enable_auto_commit=False, **{**FAST, **settings})
+    c.subscribe([topic], listener=listener)
+    _poll_until(c, lambda: c.assignment() == _all(topic, 2), 30, "the assignment")
+    return c
+
+
+def test_heartbeats_go_on_after_rebalance_in_progress(proxy, unique_topic):
+    """Every heartbeat answer says REBALANCE_IN_PROGRESS while the application
+    does not poll: the heartbeats go on (Java only requests a rejoin), the member
+    may still commit (it is still in its generation), and its next poll rejoins
+    with the same member id."""
+    listener = Events()
+    c = _joined_alone(proxy, unique_topic, listener, max_poll_interval_ms=60000)
+    try:
+        member = c._group.member_id
+        seen: list[float] = []
+
+        def rebalancing(key, version, body):
+            if key == HEARTBEAT:
+                seen.append(time.monotonic())
+                body["error_code"] = REBALANCE_IN_PROGRESS
+                return body
+            return None
+
+        proxy.answer_hook = rebalancing
+        _wait(lambda: seen, 10, "a heartbeat")
+        time.sleep(1.5)                     # the application is busy: no poll
+        assert len(seen) >= 4, seen        # heartbeats every 300 ms, not just the one
+        assert c._group._needs_join and c._group._joined
+        c.commit({TopicPartition(unique_topic, 0): 0})    # still a member: allowed
+        proxy.answer_hook = None
+        _poll_until(c, lambda: listener.events[-1][0] == "assigned" and len(listener.events) == 3,
+                    30, "the rejoin")
+        assert [kind for kind, _ in listener.events] == ["assigned", "revoked", "assigned"]
+        assert c._group.member_id == member
+    finally:
+        c.close()
+
+
+def test_out_of_generation_commits_fail_and_partitions_are_lost(proxy, unique_topic):
+    """UNKNOWN_MEMBER_ID from a heartbeat puts the member out of the group: a
+    commit raises CommitFailedError (not sent with a stale generation), and the
+    next poll reports the partitions lost and rejoins with a new member id.
+    ILLEGAL_GENERATION from an OffsetCommit also raises CommitFailedError and
+    forces a rejoin, keeping the member id."""
+    listener = Events()
+    c = _joined_alone(proxy, unique_topic, listener, max_poll_interval_ms=60000)
+    tp0 = TopicPartition(unique_topic, 0)
+    try:
+        member = c._group.member_id
+
+        def unknown_member(key, version, body):
+            if key == HEARTBEAT:
+                body["error_code"] = UNKNOWN_MEMBER_ID
+                proxy.answer_hook = None           # once
+                return body
+            return None
+
+        proxy.answer_hook = unknown_member
+        _wait(lambda: not c._group._joined, 10, "the heartbeat to drop the membership")
+        with pytest.raises(CommitFailedError):
+            c.commit({tp0: 1})
+        _poll_until(c, lambda: len(listener.events) == 3, 30, "the rejoin")
+        assert [kind for kind, _ in listener.events] == ["assigned", "lost", "assigned"]
+        assert c._group.member_id not in ("", member)
+        assert c.committed([tp0])[tp0] is None          # the failed commit wrote nothing
+
+        member = c._group.member_id
+
+        def illegal_generation(key, version, body):
+            if key == OFFSET_COMMIT:
+                for t in body["topics"]:
+                    for p in t["partitions"]:
+                        p["error_code"] = ILLEGAL_GENERATION
+                return body
+            return None
+
+        proxy.answer_hook = illegal_generation
+        with pytest.raises(CommitFailedError):
+            c.commit({tp0: 2})
+        proxy.answer_hook = None
+        assert not c._group._joined
+        _poll_until(c, lambda: len(listener.events) == 5, 30, "the second rejoin")
+        assert [kind for kind, _ in listener.events][3:] == ["lost", "assigned"]
+        assert c._group.member_id == member
+        c.commit({tp0: 3})
+        assert c.committed([tp0])[tp0] == 3
+    finally:
+        c.close()
