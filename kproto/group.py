@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import protocol
 from .errors import (
+    FencedInstanceIdError,
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
@@ -56,6 +57,9 @@ COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 1
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
 MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = 79, 82
 _COORDINATOR_GONE = {COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
+_OUT_OF_GENERATION = {ILLEGAL_GENERATION: "ILLEGAL_GENERATION",
+                      UNKNOWN_MEMBER_ID: "UNKNOWN_MEMBER_ID",
+                      FENCED_INSTANCE_ID: "FENCED_INSTANCE_ID"}
 
 
 class RebalanceListener(Protocol):
@@ -482,14 +486,14 @@ class GroupCoordinator:
                          self.group_id)
             self._needs_join = True
             return True
-        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID):
+        if code in _OUT_OF_GENERATION:
             log.info("group %s: heartbeat of generation %d member %s failed with %s: "
                      "rejoining at the next poll", self.group_id, self.generation,
-                     self.member_id, error_for_code(code).__name__)
+                     self.member_id, _OUT_OF_GENERATION[code])
             # as Java: ILLEGAL_GENERATION keeps the member id, which is still valid
             self._reset_generation(reset_member_id=code != ILLEGAL_GENERATION)
             if code == FENCED_INSTANCE_ID:     # fatal: the next poll raises it
-                self._failure = error_for_code(code)(
+                self._failure = FencedInstanceIdError(
                     "another consumer uses this group_instance_id", group=self.group_id)
             return True
         if code not in _COORDINATOR_GONE:
@@ -558,7 +562,7 @@ class GroupCoordinator:
                         self._reset_generation(reset_member_id=code == UNKNOWN_MEMBER_ID)
                         raise CommitFailedError(
                             f"group {self.group_id}: offset commit failed with "
-                            f"{error_for_code(code).__name__}: this member is no longer in "
+                            f"{_OUT_OF_GENERATION[code]}: this member is no longer in "
                             "the group's generation; the next poll rejoins")
                     if code in _COORDINATOR_GONE:
                         self._drop_coordinator()
