@@ -23,6 +23,7 @@ import time
 import pytest
 
 from kproto import Admin, Consumer, TopicPartition
+from kproto.errors import FencedInstanceIdError
 from kproto.group import CommitFailedError
 from kproto.testing import FaultProxy, TansuBroker, free_port
 
@@ -300,5 +301,27 @@ def test_out_of_generation_commits_fail_and_partitions_are_lost(proxy, unique_to
         assert c._group.member_id == member
         c.commit({tp0: 3})
         assert c.committed([tp0])[tp0] == 3
+    finally:
+        c.close()
+
+
+def test_fenced_instance_id_from_a_heartbeat_is_raised_by_the_next_poll(proxy, unique_topic):
+    """FENCED_INSTANCE_ID (another process uses this group_instance_id) is fatal
+    in Java: the heartbeat thread records it and the next poll raises it."""
+    listener = Events()
+    c = _joined_alone(proxy, unique_topic, listener, max_poll_interval_ms=60000,
+                      group_instance_id=f"static-{unique_topic}")
+    try:
+        def fenced(key, version, body):
+            if key == HEARTBEAT:
+                body["error_code"] = 82                  # FENCED_INSTANCE_ID
+                proxy.answer_hook = None
+                return body
+            return None
+
+        proxy.answer_hook = fenced
+        _wait(lambda: not c._group._joined, 10, "the fenced heartbeat")
+        with pytest.raises(FencedInstanceIdError):
+            c.poll_batch(100)
     finally:
         c.close()
