@@ -15,8 +15,12 @@ request per broker carrying every ready partition), keeps up to
 ``max_in_flight_requests_per_connection`` requests in flight per broker and at
 most one batch in flight per partition (so retries never reorder records), and
 retries retriable errors after a metadata refresh until ``delivery_timeout_ms``.
-With ``enable_idempotence`` it gets a producer id (InitProducerId) and stamps
-sequence numbers so a retried batch is never written twice.
+A batch the broker refuses as too large (MESSAGE_TOO_LARGE) is split in halves
+and re-sent. With ``enable_idempotence`` it gets a producer id (InitProducerId)
+and stamps sequence numbers so a retried batch is never written twice; a batch
+that fails for good leaves a gap in the sequences, after which the partition
+goes on with a new producer id (see :mod:`kproto.producer_state`). Each
+partition has one queue, in call order, for ``send()`` and ``send_batch()``.
 
 ``send_batch`` takes a whole pyarrow Table: it partitions the rows (a
 ``partition`` column, murmur2 of ``key`` vectorised in Cython, or sticky
@@ -691,7 +695,7 @@ class Producer:
     def _loop(self) -> None:
         while True:
             if self._idem is not None and self._idem.needs_producer_id \
-                    and time.monotonic() >= self._pid_retry_at and not self._closing:
+                    and time.monotonic() >= self._pid_retry_at:
                 self._init_producer_id()
             with self._cond:
                 if self._force_close:
@@ -744,7 +748,7 @@ class Producer:
         for q in self._ready.values():
             if q and q[0].next_try > now:
                 wake = min(wake, q[0].next_try)
-        if self._idem is not None and self._idem.needs_producer_id and not self._closing:
+        if self._idem is not None and self._idem.needs_producer_id:
             wake = min(wake, self._pid_retry_at)
         return max(0.0, wake - now)
 
@@ -1109,7 +1113,9 @@ class Producer:
             body = self._cluster.call(attempt, "InitProducerId", timeout=(
                 self.config["max_block_ms"] / 1000 if first else self._cluster.request_timeout))
         except KprotoError as exc:
-            if first or not exc.retriable or self._force_close:
+            if self._force_close:
+                return              # close() gave up: the loop ends at its next turn
+            if first or not exc.retriable:
                 raise
             log.debug("InitProducerId failed (%s); trying again", exc)
             self._pid_retry_at = time.monotonic() + self.config["retry_backoff_max_ms"] / 1000
