@@ -375,6 +375,21 @@ def test_send_and_send_batch_keep_call_order_per_partition(gate, unique_topic, i
     assert _log(gate.address, unique_topic) == list(range(i))
 
 
+def test_send_and_send_batch_keep_call_order_on_the_mock_cluster(mock_cluster, unique_topic):
+    """The same on librdkafka's mock cluster (3 brokers), idempotent."""
+    with Producer(bootstrap_servers=mock_cluster.bootstrap, enable_idempotence=True,
+                  linger_ms=300) as p:
+        i = 0
+        for _ in range(4):
+            for _ in range(3):
+                p.send(unique_topic, _v(i), partition=0)
+                i += 1
+            p.send_batch(unique_topic, _table(i, i + 10), partition=0)
+            i += 10
+        p.flush(30)
+    assert _log(mock_cluster.bootstrap, unique_topic) == list(range(i))
+
+
 # --------------------------------------------------------------------------- flush
 
 
