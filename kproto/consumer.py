@@ -86,6 +86,7 @@ class _Fetch(NamedTuple):
     request: Request
     offsets: dict[TopicPartition, int]      # fetch offset of every partition asked for
     sent: float
+    node: int                               # the broker it went to
 
 
 class Consumer:
@@ -109,6 +110,8 @@ class Consumer:
         self._group: GroupCoordinator | None = None
         self._closed = False
         self._buffer = FetchBuffer()        # fetched, not yet handed out (fetch_buffer.py)
+        # KIP-392: the replica a leader told us to fetch a partition from, until when
+        self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
 
     # ------------------------------------------------------------------ assignment
 
@@ -436,10 +439,12 @@ class Consumer:
                 self._cluster.refresh_metadata(timeout=left)
             except KprotoError as exc:
                 log.debug("metadata refresh failed: %s", exc)
-        by_leader, orphans = self._cluster.leaders(fetchable)
+        by_node, orphans = self._cluster.leaders(fetchable)
         if orphans:
             self._cluster.mark_stale()
-        for node, tps in by_leader.items():
+        if self._read_replicas:
+            by_node = self._route_to_read_replicas(by_node)
+        for node, tps in by_node.items():
             if node in self._fetches:
                 continue
             offsets = {TopicPartition(*tp): self._positions[TopicPartition(*tp)] for tp in tps}
@@ -448,10 +453,40 @@ class Consumer:
                 req = conn.send(ApiKey.FETCH, self._fetch_fields(offsets, conn), raw=True)
             except KprotoError as exc:
                 log.debug("fetch to broker %d failed: %s", node, exc)
-                self._cluster.mark_stale()
+                self._fetch_failed(node, offsets)
                 continue
             self._fetches[node] = _Fetch(req, {tp: o for tp, o in offsets.items()
-                                               if o is not None}, time.monotonic())
+                                               if o is not None}, time.monotonic(), node)
+
+    def _route_to_read_replicas(self, by_leader: dict[int, list[tuple[str, int]]]
+                                ) -> dict[int, list[tuple[str, int]]]:
+        """Move partitions to the replica their leader prefers (KIP-392) while that
+        choice is fresh and the replica is online (Java's ``selectReadReplica``)."""
+        now = time.monotonic()
+        meta = self._cluster.metadata
+        out: dict[int, list[tuple[str, int]]] = {}
+        for leader, tps in by_leader.items():
+            for tp in tps:
+                node = leader
+                chosen = self._read_replicas.get(TopicPartition(*tp))
+                if chosen is not None:
+                    replica, until = chosen
+                    info = meta.topics.get(tp[0])
+                    part = info.partitions.get(tp[1]) if info is not None else None
+                    if now < until and replica in meta.brokers and part is not None \
+                            and replica not in part.offline_replicas:
+                        node = replica
+                    else:
+                        del self._read_replicas[TopicPartition(*tp)]
+                out.setdefault(node, []).append(tp)
+        return out
+
+    def _fetch_failed(self, node: int, tps: Iterable[TopicPartition]) -> None:
+        """A Fetch to ``node`` was not answered: its partitions go back to their
+        leaders (a read replica is not tried again) and metadata is refreshed."""
+        for tp in tps:
+            self._read_replicas.pop(tp, None)
+        self._cluster.mark_stale()
 
     def _fetch_connection(self, node: int) -> BrokerConnection:
         """The connection Fetches to ``node`` go on: separate from the cluster's, so
@@ -475,7 +510,7 @@ class Consumer:
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition, "fetch_offset": off,
                 "partition_max_bytes": c["max_partition_fetch_bytes"],
-                "current_leader_epoch": -1, "log_start_offset": -1})
+                "current_leader_epoch": _leader_epoch(meta, tp), "log_start_offset": -1})
         return {
             "max_wait_ms": c["fetch_max_wait_ms"], "min_bytes": c["fetch_min_bytes"],
             "max_bytes": c["fetch_max_bytes"], "isolation_level": int(self._read_committed),
@@ -513,7 +548,7 @@ class Consumer:
             except KprotoError as exc:
                 log.debug("fetch from broker %d failed: %s", node, exc)
                 self._fetches.pop(node, None)
-                self._cluster.mark_stale()
+                self._fetch_failed(node, fetch.offsets)
                 continue
             if not responses:
                 continue
@@ -524,7 +559,7 @@ class Consumer:
             if now - fetch.sent > wait_limit:
                 conns[node].close() if node in conns else None
                 del self._fetches[node]
-                self._cluster.mark_stale()
+                self._fetch_failed(node, fetch.offsets)
 
     def _handle_fetch(self, resp: Response, fetch: _Fetch) -> list[CompletedFetch]:
         """A Fetch answer as one completed fetch per partition that is still read
@@ -556,16 +591,28 @@ class Consumer:
             if self._positions.get(tp) != asked:
                 continue
             try:
-                done = self._completed(tp, asked, p)
+                done = self._completed(tp, asked, p, fetch.node)
             except KprotoError as exc:
                 done = CompletedFetch(tp, asked, error=exc)
             if done is not None:
                 out.append(done)
         return out
 
-    def _completed(self, tp: TopicPartition, asked: int, p: Any) -> CompletedFetch | None:
-        """One partition of a Fetch answer, fetched from ``asked``: its records,
-        None (nothing to hand out; fetch it again), or an exception raised."""
+    def _completed(self, tp: TopicPartition, asked: int, p: Any, node: int
+                   ) -> CompletedFetch | None:
+        """One partition of a Fetch answer from broker ``node``, fetched from
+        ``asked``: its records, None (nothing to hand out; fetch it again), or an
+        exception raised."""
+        from_replica = self._read_replicas.get(tp, (-1, 0.0))[0] == node
+        if p.error_code and from_replica:
+            # (Java: any error from a read replica - out of range included, as the
+            # replica may lag - sends the partition back to its leader first)
+            del self._read_replicas[tp]
+            self._cluster.mark_stale()
+            return None
+        if p.preferred_read_replica >= 0 and p.preferred_read_replica != node:
+            self._read_replicas[tp] = (p.preferred_read_replica, time.monotonic()
+                                       + self.config["metadata_max_age_ms"] / 1000)
         past_end = not p.error_code and 0 <= p.high_watermark < asked
         if p.error_code == _OUT_OF_RANGE or past_end:
             # (Tansu answers a position past the log end with no error; Kafka with
@@ -626,6 +673,16 @@ def _check_partition(tp: TopicPartition, cols: RecordColumns, asked: int,
     if len(offsets) > 1 and bool((offsets[1:] <= offsets[:-1]).any()):
         raise CorruptRecordError(f"{tp.topic}[{tp.partition}]: a Fetch answer's record "
                                  "offsets go backwards (damaged base offset?)")
+
+
+def _leader_epoch(meta: Any, tp: TopicPartition) -> int:
+    """The partition's leader epoch in our metadata (-1: unknown). Sent in Fetch
+    (KIP-320), it makes a broker whose leadership is older or newer than what we
+    know answer FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (a metadata refresh)
+    instead of serving a log that may be truncated."""
+    info = meta.topics.get(tp.topic)
+    part = info.partitions.get(tp.partition) if info is not None else None
+    return part.leader_epoch if part is not None else -1
 
 
 def _topic_id(meta: Any, topic: str) -> uuid.UUID:

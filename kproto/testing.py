@@ -154,15 +154,17 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = [
     "BrokerProbeError",
     "FaultProxy",
     "MockCluster",
+    "NoidaBroker",
     "TansuBroker",
+    "find_noida",
     "find_tansu",
     "free_port",
     "probe_api_versions",
@@ -351,6 +353,8 @@ class TansuBroker:
             main thread.
     """
 
+    _NAME = "tansu"   # in messages
+
     def __init__(
         self,
         *,
@@ -390,7 +394,7 @@ class TansuBroker:
     def port(self) -> int:
         """The listener port (set by ``start()``)."""
         if self._port is None:
-            raise RuntimeError("TansuBroker has not been started")
+            raise RuntimeError(f"{type(self).__name__} has not been started")
         return self._port
 
     @property
@@ -423,7 +427,7 @@ class TansuBroker:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         where = f"{self.host}:{self._port}" if self._port else "unstarted"
-        return f"<TansuBroker {where} pid={self._pid} {state}>"
+        return f"<{type(self).__name__} {where} pid={self._pid} {state}>"
 
     # -- lifecycle
 
@@ -459,10 +463,9 @@ class TansuBroker:
                 self._cleanup()
                 raise
 
-    def _spawn(self, binary: str) -> None:
-        port = self._requested_port or free_port(self.host)
+    def _command(self, binary: str, port: int) -> list[str]:
         url = f"tcp://{self.host}:{port}"
-        command = [
+        return [
             binary, "broker",
             "--listener-url", url,
             "--advertised-listener-url",
@@ -471,12 +474,16 @@ class TansuBroker:
             "--cluster-id", self.cluster_id,
             *self.extra_args,
         ]  # fmt: skip
+
+    def _spawn(self, binary: str) -> None:
+        port = self._requested_port or free_port(self.host)
+        command = self._command(binary, port)
         die_with_parent = self.die_with_parent
         if die_with_parent is None:
             die_with_parent = threading.current_thread() is threading.main_thread()
         setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
         if die_with_parent and setpriv:
-            # setpriv execs tansu in the same process, so the PID is tansu's.
+            # setpriv execs the broker in the same process, so the PID is the broker's.
             command = [setpriv, "--pdeathsig", "KILL", "--", *command]
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV_VARS}
         env["NO_COLOR"] = "1"
@@ -509,14 +516,14 @@ class TansuBroker:
                 if not last_attempt and "in use" in self.log_tail(20).lower():
                     return False
                 raise RuntimeError(
-                    f"tansu exited with code {self._proc.returncode} before answering on "
+                    f"{self._NAME} exited with code {self._proc.returncode} before answering on "
                     f"{self.host}:{self._port}\ncommand: {' '.join(self.command)}\n"
                     f"log tail ({self.log_path}):\n{self.log_tail()}"
                 )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RuntimeError(
-                    f"tansu (pid {self._pid}) did not answer ApiVersions on "
+                    f"{self._NAME} (pid {self._pid}) did not answer ApiVersions on "
                     f"{self.host}:{self._port} within {self.startup_timeout:g} s "
                     f"(last error: {last_error!r})\ncommand: {' '.join(self.command)}\n"
                     f"log tail ({self.log_path}):\n{self.log_tail()}"
@@ -577,6 +584,140 @@ class TansuBroker:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self.log_path = None
         self._tmpdir = None
+
+
+# --------------------------------------------------------------------------- noida-db
+
+
+def find_noida() -> str:
+    """Path of an executable ``noida-db`` binary: ``$KPROTO_NOIDA`` when set, else
+    the one in the installed ``noida_db`` package (made executable if need be).
+    Raises ``RuntimeError`` saying how to fix it."""
+    override = os.environ.get("KPROTO_NOIDA")
+    if override:
+        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
+            raise RuntimeError(f"KPROTO_NOIDA={override!r} is not an executable file")
+        return override
+    spec = importlib.util.find_spec("noida_db")
+    if spec is None or not spec.origin:
+        raise RuntimeError(
+            "the noida-db broker binary comes from the 'noida-db' package, which is not "
+            "installed: pip install -e '.[test]' (or pip install noida-db), or set "
+            "KPROTO_NOIDA to a noida-db binary"
+        )
+    binary = Path(spec.origin).parent / ("noida-db.exe" if sys.platform == "win32" else "noida-db")
+    if not binary.is_file():
+        raise RuntimeError(f"noida-db is installed but has no binary at {binary}; "
+                           "install a platform wheel or set KPROTO_NOIDA")
+    if not os.access(binary, os.X_OK):
+        try:
+            binary.chmod(binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        except OSError as exc:
+            raise RuntimeError(f"{binary} is not executable and cannot be made so ({exc}); "
+                               "chmod +x it or set KPROTO_NOIDA") from exc
+    return str(binary)
+
+
+class NoidaBroker(TansuBroker):
+    """A noida-db process (``noida-db start --only kafka``) on 127.0.0.1, data on disk.
+
+    Same interface as :class:`TansuBroker` (it reuses its process handling),
+    plus a data directory that outlives the process: ``kill()`` (SIGKILL, a
+    crash) or ``stop(keep_data=True)`` and then ``start()`` again, or
+    ``restart()``, bring the broker back on the same port and data dir, with
+    its topics, records, committed offsets and transactions.
+
+    Parameters as :class:`TansuBroker`'s (no ``cluster_id``: noida-db picks
+    its own; no ``advertised_port``: noida-db always advertises its listener,
+    so put a :class:`FaultProxy` in front with ``port_map={broker.port:
+    proxy.port}``), plus ``data_dir``: use (and never delete) this directory;
+    by default a temporary one, deleted by ``stop()``.
+    """
+
+    _NAME = "noida-db"
+
+    def __init__(self, *, data_dir: str | os.PathLike[str] | None = None,
+                 port: int | None = None, startup_timeout: float = 30.0,
+                 stop_timeout: float = 10.0, extra_args: tuple[str, ...] | list[str] = (),
+                 keep_logs: bool | None = None, die_with_parent: bool | None = None) -> None:
+        super().__init__(port=port, startup_timeout=startup_timeout, stop_timeout=stop_timeout,
+                         extra_args=extra_args, keep_logs=keep_logs,
+                         die_with_parent=die_with_parent)
+        self._given_data_dir = Path(data_dir) if data_dir is not None else None
+        self.data_dir: Path | None = self._given_data_dir
+
+    def __enter__(self) -> NoidaBroker:
+        return self.start()
+
+    def start(self) -> NoidaBroker:
+        """Start (or start again) and wait until ApiVersions is answered; returns ``self``.
+
+        A restart uses the port and data dir of the first start."""
+        with self._lock:
+            if self.running:
+                return self
+            self._reap()
+            binary = find_noida()
+            fresh = self._tmpdir is None
+            if fresh:
+                self._tmpdir = tempfile.mkdtemp(prefix="kproto-noida-")
+                self.log_path = Path(self._tmpdir) / "noida.log"
+                self.data_dir = self._given_data_dir or Path(self._tmpdir) / "data"
+            deadline = time.monotonic() + self.startup_timeout
+            attempts = 1 if self._requested_port is not None else 3
+            try:
+                for attempt in range(1, attempts + 1):
+                    self._spawn(binary)
+                    if self._wait_ready(deadline, last_attempt=attempt == attempts):
+                        self._requested_port = self._port  # restarts keep the port
+                        with _live_lock:
+                            _live.add(self)
+                        return self
+                    self._reap()  # the port was taken meanwhile: try another
+                raise AssertionError("unreachable")
+            except BaseException:
+                self.stop(keep_data=not fresh)  # a failed restart keeps the data
+                raise
+
+    def _command(self, binary: str, port: int) -> list[str]:
+        return [binary, "start", "--only", "kafka", "--kafka-port", str(port),
+                "--host", self.host, "--data-dir", str(self.data_dir), *self.extra_args]
+
+    def kill(self) -> None:
+        """SIGKILL the process (a crash: nothing flushed, data dir and port kept)."""
+        with self._lock:
+            self._kill_now()
+            self._reap()
+
+    def restart(self, *, hard: bool = False) -> NoidaBroker:
+        """``kill()`` (``hard``) or ``stop(keep_data=True)``, then ``start()``."""
+        with self._lock:
+            self.kill() if hard else self.stop(keep_data=True)
+            return self.start()
+
+    def stop(self, *, keep_data: bool = False) -> None:
+        """SIGTERM (noida-db saves and exits within ms), SIGKILL after ``stop_timeout``;
+        then deletes the temporary data dir and the log, unless ``keep_data``."""
+        with self._lock:
+            self._keep_data = keep_data
+            try:
+                super().stop()
+            finally:
+                self._keep_data = False
+                if self._tmpdir is not None:  # kept: deleted by a later stop(), or at exit
+                    with _live_lock:
+                        _live.add(self)
+
+    _keep_data = False
+
+    def _cleanup(self) -> None:
+        self._reap()
+        if not self._keep_data:
+            if self._tmpdir is not None and not self.keep_logs:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
+                self.log_path = None
+            self._tmpdir = None
+            self.data_dir = self._given_data_dir
 
 
 # --------------------------------------------------------------------------- librdkafka mock

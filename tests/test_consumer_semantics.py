@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from kproto import Admin, Consumer, Producer, TopicPartition
-from kproto.errors import KprotoError, TopicAuthorizationFailedError
+from kproto.errors import TopicAuthorizationFailedError
 from kproto.testing import FaultProxy, TansuBroker, free_port
 
 pytestmark = pytest.mark.broker
@@ -49,10 +49,12 @@ def proxy(proxied):
     proxy.answer_hook = None
 
 
-def _fill(bootstrap: str, topic: str, partitions: int, n: int) -> None:
-    """``n`` records of values ``p<partition>-<offset>`` in each partition."""
-    with Admin(bootstrap_servers=bootstrap) as admin:
-        admin.create_topics({topic: partitions})
+def _fill(bootstrap: str, topic: str, partitions: int, n: int, *, create: bool = True) -> None:
+    """``n`` records of values ``p<partition>-<offset>`` in each partition (the topic
+    made first with CreateTopics, or, on the mock cluster, auto-created)."""
+    if create:
+        with Admin(bootstrap_servers=bootstrap) as admin:
+            admin.create_topics({topic: partitions})
     with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
         for p in range(partitions):
             producer.send_batch(topic, pa.table({"value": [b"p%d-%d" % (p, i) for i in range(n)]}),
@@ -209,3 +211,88 @@ def test_pause_and_assign_drop_buffered_records(tansu, unique_topic):
         c.assign([p0])
         rest = [r for _ in range(10) for r in c.poll(100, max_records=50)]
         assert not _offsets(rest, 1), "records of an unassigned partition were returned"
+
+
+@pytest.fixture
+def mock_proxies(mock_cluster):
+    """(proxies by node id): the mock cluster reached only through framed proxies."""
+    from kproto.testing import proxy_cluster
+
+    proxies = proxy_cluster(mock_cluster.brokers)
+    try:
+        yield {node: proxy for (node, _, _), proxy in zip(mock_cluster.brokers, proxies,
+                                                           strict=True)}
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+
+
+def test_fetches_follow_the_preferred_read_replica(mock_proxies, unique_topic):
+    """KIP-392: a leader that answers "read from replica R" (and no records) is
+    followed - the next Fetch of that partition goes to R - and an error from R
+    sends the partition back to its leader (the mock serves no follower fetch)."""
+    bootstrap = ",".join(p.address for p in mock_proxies.values())
+    _fill(bootstrap, unique_topic, 1, 5, create=False)   # (the mock has no CreateTopics)
+    tp = TopicPartition(unique_topic, 0)
+    with Consumer(bootstrap_servers=bootstrap, client_rack="rack-b", **FAST) as c:
+        c.assign([tp])
+        c.seek(tp, 0)
+        c._cluster.refresh_metadata([unique_topic])
+        leader = c._cluster.metadata.leader(unique_topic, 0)
+        replica = next(node for node in mock_proxies if node != leader)
+        redirected = {"leader": 0, "replica": 0}
+
+        def prefer_replica(key, version, body):
+            if key == FETCH and version >= 11 and redirected["leader"] < 3:
+                redirected["leader"] += 1
+                for topic in body["responses"]:
+                    for p in topic["partitions"]:
+                        p["preferred_read_replica"] = replica
+                        p["records"] = None     # as Kafka: a redirect carries no records
+            return body
+
+        def count(key, version, body):
+            if key == FETCH:
+                redirected["replica"] += 1
+            return None
+
+        mock_proxies[leader].answer_hook = prefer_replica
+        mock_proxies[replica].answer_hook = count
+        got = _poll_until(c, 5)
+        assert _offsets(got) == list(range(5))
+        assert redirected["leader"] >= 1
+        assert redirected["replica"] >= 1, "the preferred read replica was never asked"
+
+
+def test_fetch_carries_the_leader_epoch(mock_proxies, unique_topic):
+    """KIP-320: Fetch names the leader epoch our metadata knows, so a broker whose
+    leadership differs refuses it (UNKNOWN_LEADER_EPOCH / FENCED_LEADER_EPOCH: a
+    metadata refresh) instead of serving a log that may have been truncated. Here
+    Metadata answers claim an epoch 5 newer than the mock's: no records until
+    metadata tells the truth again, then all of them, once."""
+    bootstrap = ",".join(p.address for p in mock_proxies.values())
+    _fill(bootstrap, unique_topic, 1, 5, create=False)
+    tp = TopicPartition(unique_topic, 0)
+    refused = []
+
+    def newer_epoch(key, version, body):
+        if key == 3:                            # Metadata
+            for topic in body["topics"]:
+                for p in topic["partitions"]:
+                    p["leader_epoch"] = max(p["leader_epoch"], 0) + 5
+        elif key == FETCH:
+            refused.extend(p["error_code"] for t in body["responses"]
+                           for p in t["partitions"] if p["error_code"])
+        return body
+
+    for proxy in mock_proxies.values():
+        proxy.answer_hook = newer_epoch
+    with Consumer(bootstrap_servers=bootstrap, **FAST) as c:
+        c.assign([tp])
+        c.seek(tp, 0)
+        assert c.poll(1500) == []
+        assert refused and set(refused) <= {74, 75}, refused
+        for proxy in mock_proxies.values():
+            proxy.answer_hook = None
+        c._cluster.mark_stale()
+        assert _offsets(_poll_until(c, 5)) == list(range(5))
