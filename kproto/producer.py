@@ -132,13 +132,14 @@ class _Batch:
     def finish(self, base_offset: int, log_append_time: int, error: BaseException | None
                ) -> None:
         self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, error
-        self.done = True
         if self.rows:
             self.timestamps = tuple(r[2] for r in self.rows)
         self.rows = []            # free the memory; the timestamps stay for the metadata
         self.payload = self.table = None
+        with _CALLBACK_LOCK:      # (a callback added now either runs here or at once)
+            self.done = True
+            callbacks, self.callbacks = self.callbacks, []
         self.event.set()
-        callbacks, self.callbacks = self.callbacks, []
         for index, fn in callbacks:
             try:
                 fn(index)
@@ -150,6 +151,12 @@ class _Batch:
         ts = self.log_append_time if self.log_append_time >= 0 else (
             self.timestamps[index] if index < len(self.timestamps) else -1)
         return RecordMetadata(self.topic, self.partition, offset, ts)
+
+
+#: Guards each batch's ``done``, ``callbacks`` and ``split_into`` against
+#: add_done_callback() on another thread: a callback is never added to a batch
+#: that has already run its callbacks or moved them to its parts.
+_CALLBACK_LOCK = threading.Lock()
 
 
 def _leaf(batch: _Batch, index: int) -> tuple[_Batch, int]:
@@ -220,11 +227,12 @@ class RecordFuture:
         return _leaf(self._batch, self._index)[0].error
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
-        batch, index = _leaf(self._batch, self._index)
-        if batch.done:
-            fn(self)
-        else:
-            batch.callbacks.append((index, lambda _i: fn(self)))
+        with _CALLBACK_LOCK:
+            batch, index = _leaf(self._batch, self._index)
+            if not batch.done:
+                batch.callbacks.append((index, lambda _i: fn(self)))
+                return
+        fn(self)
 
     def __repr__(self) -> str:
         batch, _ = _leaf(self._batch, self._index)
@@ -1007,15 +1015,16 @@ class Producer:
             self._release(b)
             self._charge(parts[0], charged * parts[0].count // b.count)
             self._charge(parts[1], charged - parts[0].charged)
-            for index, fn in b.callbacks:
-                leaf, i = parts[0], index
-                if i >= leaf.count:
-                    leaf, i = parts[1], i - leaf.count
-                leaf.callbacks.append((i, fn))
-            b.callbacks = []
+            with _CALLBACK_LOCK:
+                for index, fn in b.callbacks:
+                    leaf, i = parts[0], index
+                    if i >= leaf.count:
+                        leaf, i = parts[1], i - leaf.count
+                    leaf.callbacks.append((i, fn))
+                b.callbacks = []
+                b.split_into = parts
             self._incomplete.discard(b)
             self._incomplete.update(parts)
-            b.split_into = parts
             b.rows, b.payload, b.table = [], None, None
             tp = (b.topic, b.partition)
             self._ready.setdefault(tp, deque()).extendleft(reversed(parts))

@@ -582,3 +582,25 @@ def test_close_with_a_timeout_while_batches_are_in_flight(gate, unique_topic, ca
     p._sender.join(10)
     assert not p._sender.is_alive()
     assert not [r for r in caplog.records if "died" in r.getMessage()]
+
+
+def test_every_done_callback_runs_once(tansu, unique_topic):
+    """add_done_callback() racing the sender's completion never loses a callback
+    nor runs one twice. The race window (between "is the batch done?" and adding
+    the callback) is a few bytecodes; a callbacks list whose append pauses 20 ms
+    widens it so that the sender completes the batch inside it (linger 0)."""
+
+    class SlowList(list):
+        def append(self, item):
+            time.sleep(0.02)
+            super().append(item)
+
+    n = 40
+    calls = [0] * n
+    with Producer(bootstrap_servers=tansu.bootstrap, linger_ms=0) as producer:
+        for i in range(n):
+            future = producer.send(unique_topic, b"v", partition=0)
+            future._batch.callbacks = SlowList(future._batch.callbacks)
+            future.add_done_callback(lambda _f, i=i: calls.__setitem__(i, calls[i] + 1))
+        producer.flush(60)
+    assert calls == [1] * n
