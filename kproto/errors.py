@@ -121,6 +121,14 @@ class IllegalStateError(KprotoError, RuntimeError):
     """An operation called in a state that does not allow it."""
 
 
+class CommitFailedError(KprotoError):
+    """An offset commit that cannot succeed because this consumer is no longer a
+    member of the group's current generation (Java's ``CommitFailedException``):
+    it left after ``max_poll_interval_ms`` without a poll, or the coordinator
+    no longer knows it. Its partitions may already be someone else's; the next
+    poll rejoins the group (and reports them lost to the listener)."""
+
+
 # --------------------------------------------------------------------------- broker errors
 
 _BY_CODE: dict[int, type[BrokerError]] = {}
@@ -1445,6 +1453,7 @@ __all__ = [
     "BrokerNotAvailableError",
     "ChecksumError",
     "ClusterAuthorizationFailedError",
+    "CommitFailedError",
     "ConcurrentTransactionsError",
     "ConfigError",
     "ControllerIdNotRegisteredError",

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from . import protocol
 from .errors import (
+    CommitFailedError,
     FencedInstanceIdError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -109,14 +110,6 @@ def offset_fetch_fields(group_id: str, topics: list[dict[str, Any]] | None
 
 class _Rejoin(Exception):
     """The group moved on (new generation, unknown member): join again."""
-
-
-class CommitFailedError(KprotoError):
-    """An offset commit that cannot succeed because this consumer is no longer a
-    member of the group's current generation (Java's ``CommitFailedException``):
-    it left after ``max_poll_interval_ms`` without a poll, or the coordinator
-    no longer knows it. Its partitions may already be someone else's; the next
-    poll rejoins the group (and reports them lost to the listener)."""
 
 
 class GroupCoordinator:

@@ -23,8 +23,7 @@ import time
 import pytest
 
 from kproto import Admin, Consumer, TopicPartition
-from kproto.errors import FencedInstanceIdError
-from kproto.group import CommitFailedError
+from kproto.errors import CommitFailedError, FencedInstanceIdError
 from kproto.testing import FaultProxy, TansuBroker, free_port
 
 from .test_groups import Member, _wait
