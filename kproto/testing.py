@@ -684,10 +684,28 @@ class NoidaBroker(TansuBroker):
                 "--host", self.host, "--data-dir", str(self.data_dir), *self.extra_args]
 
     def kill(self) -> None:
-        """SIGKILL the process (a crash: nothing flushed, data dir and port kept)."""
+        """SIGKILL the process (a crash; data dir and port kept). What noida-db had
+        not saved yet is lost, acknowledged or not: see :meth:`wait_saved`."""
         with self._lock:
             self._kill_now()
             self._reap()
+
+    def wait_saved(self, timeout: float = 10.0) -> None:
+        """Wait for noida-db's next save of its Kafka state (``data_dir/kafka.json``,
+        the whole state rewritten ~1 s after a change, and only then; SIGTERM saves
+        too), so what was acknowledged before this call survives :meth:`kill`.
+        ``TimeoutError`` if nothing is saved in ``timeout`` s (nothing changed?)."""
+        assert self.data_dir is not None
+        path = self.data_dir / "kafka.json"
+
+        def mtime() -> int:
+            return path.stat().st_mtime_ns if path.exists() else 0
+
+        before, deadline = mtime(), time.monotonic() + timeout
+        while mtime() == before:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"noida-db did not save {path} within {timeout:g} s")
+            time.sleep(0.02)
 
     def restart(self, *, hard: bool = False) -> NoidaBroker:
         """``kill()`` (``hard``) or ``stop(keep_data=True)``, then ``start()``."""

