@@ -87,6 +87,7 @@ class _Fetch(NamedTuple):
     offsets: dict[TopicPartition, int]      # fetch offset of every partition asked for
     sent: float
     node: int                               # the broker it went to
+    topic_names: dict[uuid.UUID, str]       # the topic ids it named (Fetch v13+)
 
 
 class Consumer:
@@ -448,15 +449,18 @@ class Consumer:
             if node in self._fetches:
                 continue
             offsets = {TopicPartition(*tp): self._positions[TopicPartition(*tp)] for tp in tps}
+            fields = self._fetch_fields(offsets)
             try:
                 conn = self._fetch_connection(node)
-                req = conn.send(ApiKey.FETCH, self._fetch_fields(offsets, conn), raw=True)
+                req = conn.send(ApiKey.FETCH, fields, raw=True)
             except KprotoError as exc:
                 log.debug("fetch to broker %d failed: %s", node, exc)
                 self._fetch_failed(node, offsets)
                 continue
-            self._fetches[node] = _Fetch(req, {tp: o for tp, o in offsets.items()
-                                               if o is not None}, time.monotonic(), node)
+            self._fetches[node] = _Fetch(
+                req, {tp: o for tp, o in offsets.items() if o is not None}, time.monotonic(),
+                node, {t["topic_id"]: t["topic"] for t in fields["topics"]
+                       if t["topic_id"].int})
 
     def _route_to_read_replicas(self, by_leader: dict[int, list[tuple[str, int]]]
                                 ) -> dict[int, list[tuple[str, int]]]:
@@ -501,8 +505,7 @@ class Consumer:
                 + self.config["fetch_max_wait_ms"] / 1000)
         return conn.connect()
 
-    def _fetch_fields(self, offsets: Mapping[TopicPartition, int | None],
-                      conn: BrokerConnection) -> dict[str, Any]:
+    def _fetch_fields(self, offsets: Mapping[TopicPartition, int | None]) -> dict[str, Any]:
         c = self.config
         meta = self._cluster.metadata
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -574,17 +577,23 @@ class Consumer:
                 cls = error_for_code(sliced.error_code)
                 assert cls is not None
                 raise cls("Fetch failed")
-            names = self._cluster.metadata.topic_names()
-            parts = [(TopicPartition(topic_of(p, names), p.partition), p)
-                     for p in sliced.partitions]
-            for tp, _ in parts:
-                # (nothing checksums the Fetch framing: refuse an answer that contradicts
-                # its request before any of it is used)
-                if tp not in fetch.offsets:
-                    raise CorruptRecordError(f"the Fetch answer has {tp.topic}[{tp.partition}], "
-                                             "which was not asked for (damaged response?)")
         except KprotoError as exc:
             return [CompletedFetch(None, -1, error=exc)]
+        parts = []
+        for p in sliced.partitions:
+            # topics named as the request named them (metadata may have moved on)
+            tp = TopicPartition(topic_of(p, fetch.topic_names), p.partition)
+            if tp not in fetch.offsets:
+                # Java drops what it cannot match to its request (FetchResponse.responseData).
+                # Seen: Tansu answers a deleted topic with topic id 0 and error 3; damage to
+                # the unchecksummed framing looks the same. Nothing is handed out for it and
+                # no position moves, so the partitions asked for are fetched again.
+                log.debug("the Fetch answer from broker %d names %s[%d] (error %d), which its "
+                          "request did not: ignored", fetch.node, tp.topic, tp.partition,
+                          p.error_code)
+                self._cluster.mark_stale()
+                continue
+            parts.append((tp, p))
         out = []
         for tp, p in parts:
             asked = fetch.offsets[tp]

@@ -296,3 +296,22 @@ def test_fetch_carries_the_leader_epoch(mock_proxies, unique_topic):
             proxy.answer_hook = None
         c._cluster.mark_stale()
         assert _offsets(_poll_until(c, 5)) == list(range(5))
+
+
+def test_an_answer_about_a_deleted_topic_is_not_called_damage(tansu, unique_topic):
+    """A Fetch for a topic deleted since the metadata was read: Tansu answers it
+    with topic id 0 and UNKNOWN_TOPIC_OR_PARTITION (Kafka: the id it was asked
+    about and UNKNOWN_TOPIC_ID). As Java, an answer part that does not match the
+    request is ignored (and metadata refreshed), not raised as damage."""
+    gone, kept = unique_topic + "-gone", unique_topic + "-kept"
+    _fill(tansu.bootstrap, gone, 1, 3)
+    _fill(tansu.bootstrap, kept, 1, 3)
+    with Consumer(bootstrap_servers=tansu.bootstrap, **FAST) as c:
+        c.assign([TopicPartition(gone, 0)])
+        assert _offsets(_poll_until(c, 3)) == [0, 1, 2]
+        with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+            admin.delete_topics([gone])
+        for _ in range(5):                      # Fetches of the deleted topic's id
+            assert c.poll(200) == []
+        c.assign([TopicPartition(kept, 0)])
+        assert _offsets(_poll_until(c, 3)) == [0, 1, 2]

@@ -496,7 +496,7 @@ def _answer_layout(c: Consumer, topic: str) -> dict[str, int]:
     address = next(iter(c._cluster.metadata.brokers.values())).address
     with c._cluster.new_connection(address) as conn:
         version = conn.versions[ApiKey.FETCH]
-        fields = c._fetch_fields({TopicPartition(topic, 0): 0}, conn)
+        fields = c._fetch_fields({TopicPartition(topic, 0): 0})
         _, body = conn.request_raw(ApiKey.FETCH, {**fields, "max_wait_ms": 100})
     raw = bytes(body)
     part = protocol.decode(ApiKey.FETCH, version, "response", raw)["responses"][0][
