@@ -69,3 +69,49 @@ def test_api_versions_retry() -> None:
     assert protocol.api_versions_retry({"error_code": 35, "api_keys": []}, 4) == 0
     assert protocol.api_versions_retry({"error_code": 0, "api_keys": []}, 4) is None
     assert protocol.api_versions_retry(error, 0) is None
+
+
+# ---------------------------------------------------------------- topic ids (Java's fallback)
+
+def _fetch_fields(*ids: object) -> dict:
+    return {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": f"t{i}", "topic_id": tid, "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024,
+                 "current_leader_epoch": -1, "log_start_offset": -1}]}
+                for i, tid in enumerate(ids)]}
+
+
+def test_topic_id_versions_come_from_the_declarations() -> None:
+    # Fetch v13 and Produce v13 drop the topic name for its id; OffsetCommit and
+    # OffsetFetch v10 likewise (Kafka's JSON: "topic"/"name" end where "topic_id" starts)
+    assert protocol.versions.TOPIC_ID_VERSIONS == {
+        ApiKey.PRODUCE: 13, ApiKey.FETCH: 13, ApiKey.OFFSET_COMMIT: 10, ApiKey.OFFSET_FETCH: 10}
+
+
+def test_a_topic_without_id_steps_down_to_a_version_that_names_it() -> None:
+    import uuid
+
+    real, zero = uuid.uuid4(), uuid.UUID(int=0)
+    fillable = protocol.fillable
+    assert fillable(ApiKey.FETCH, 16, _fetch_fields(real, real), KAFKA_4_1) == 16
+    assert fillable(ApiKey.FETCH, 16, _fetch_fields(real, zero), KAFKA_4_1) == 12
+    assert fillable(ApiKey.FETCH, 12, _fetch_fields(zero), KAFKA_4_1) == 12
+    assert fillable(ApiKey.METADATA, 12, {"topics": [{"name": "t", "topic_id": zero}]}) == 12
+    with pytest.raises(UnsupportedVersionError, match="Fetch: a topic .* has no topic id"):
+        fillable(ApiKey.FETCH, 16, _fetch_fields(zero), {ApiKey.FETCH: (13, 16)})
+
+
+def test_connection_sends_a_name_based_fetch_when_a_topic_has_no_id() -> None:
+    """The sans-I/O connection applies the rule to every request it frames."""
+    import struct
+    import uuid
+
+    from kproto.net.connection import Connection
+
+    conn = Connection(versions={ApiKey.FETCH: 16}, broker_ranges={ApiKey.FETCH: (0, 16)})
+    assert conn.send(ApiKey.FETCH, _fetch_fields(uuid.UUID(int=0))).version == 12
+    frame = conn.data_to_send()
+    assert struct.unpack_from(">hh", frame, 4) == (ApiKey.FETCH, 12)
+    assert conn.send(ApiKey.FETCH, _fetch_fields(uuid.uuid4())).version == 16
+    assert conn.send(ApiKey.FETCH, lambda v: _fetch_fields(uuid.UUID(int=0))).version == 12

@@ -256,6 +256,7 @@ class BrokerConnection:
         self.versions = protocol.negotiate(body)
         assert self._conn is not None
         self._conn.versions = self.versions
+        self._conn.broker_ranges = self.broker_versions
 
     def _authenticate(self, sasl: SaslMechanism) -> None:
         hs = self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": sasl.name},

@@ -73,6 +73,8 @@ class Connection:
 
     client_id: str | None = "kproto"
     versions: dict[int, int] = field(default_factory=dict)
+    #: The broker's own ranges, {api key: (min, max)} (to step down within them).
+    broker_ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     #: Monotonic time (seconds) before which the broker asked us not to send.
     throttled_until: float = 0.0
@@ -93,18 +95,21 @@ class Connection:
 
         ``fields`` may be a function of the version, for requests whose fields
         changed between versions (FindCoordinator v4 batches its keys).
-        ``version`` defaults to the negotiated one; ``expect_response=False`` is
+        ``version`` defaults to the negotiated one, or the newest the fields
+        can fill (a topic without an id: the versions that still name topics,
+        see :func:`kproto.protocol.fillable`); ``expect_response=False`` is
         for Produce with ``acks=0``, which the broker never answers; ``raw``
         returns the response body undecoded (e.g. for bulk Fetch decoding).
         """
         if self._closed:
             raise KafkaConnectionError(f"connection is closed: {self._closed}")
+        make = fields if callable(fields) else (lambda _version, f=fields: f)
         if version is None:
             version = protocol.pick(self.versions, api_key)
-        if callable(fields):
-            fields = fields(version)
+            version = protocol.fillable(api_key, version, make(version), self.broker_ranges)
+        body = make(version)
         cid = next(self._ids) & 0x7FFFFFFF
-        frame = protocol.encode_request(api_key, version, cid, self.client_id, fields)
+        frame = protocol.encode_request(api_key, version, cid, self.client_id, body)
         req = Request(api_key, version, cid, expect_response, raw, context)
         self._outbox.append(frame)
         if expect_response:

@@ -32,6 +32,7 @@ from .versions import (
     api_versions_retry,
     broker_ranges,
     common_ranges,
+    fillable,
     negotiate,
     pick,
 )
@@ -41,7 +42,7 @@ __all__ = [
     "decode_request", "encode_response", "decode_response", "response_header_size",
     "request_header_version",
     "response_header_version", "negotiate", "common_ranges", "broker_ranges", "pick",
-    "api_versions_retry",
+    "fillable", "api_versions_retry",
     "encode_subscription", "decode_subscription", "encode_assignment", "decode_assignment",
     "get_api", "codec",
 ]

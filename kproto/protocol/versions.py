@@ -7,11 +7,13 @@ connection: ask again after every reconnect.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import UnsupportedVersionError
 from .apis import APIS
+from .schema import Field
 
 #: The versions kproto can encode and decode, per API key: (min, max).
 API_VERSIONS: dict[int, tuple[int, int]] = {
@@ -86,3 +88,63 @@ def api_versions_retry(response: Mapping[str, Any], requested: int) -> int | Non
             ours = API_VERSIONS[API_VERSIONS_KEY][1]
             return max(0, min(requested - 1, entry["max_version"], ours))
     return 0
+
+
+# --------------------------------------------------------------------------- topic ids
+
+def _id_for_name(fields: tuple[Field, ...]) -> Iterator[tuple[str, int]]:
+    """(array, first version) for each request array of ``fields`` (at any depth)
+    whose entries name their topic by ``topic_id`` from the version where the
+    name field (``topic``/``name``) ends: from then on an id is all there is."""
+    for f in fields:
+        if not f.fields:
+            continue
+        names = {c.name: c for c in f.fields}
+        topic_id = names.get("topic_id")
+        name = names.get("topic") or names.get("name")
+        if topic_id is not None and name is not None and name.type == "string" \
+                and name.versions.hi + 1 == topic_id.versions.lo:
+            yield f.name, topic_id.versions.lo
+        yield from _id_for_name(f.fields)
+
+
+#: api key -> first request version that names topics by id alone (Fetch v13,
+#: Produce v13, OffsetCommit/OffsetFetch v10), derived from the declarations.
+TOPIC_ID_VERSIONS: dict[int, int] = {
+    key: min(v for _, v in found) for key, api in APIS.items()
+    if (found := list(_id_for_name(api.request.fields)))
+}
+
+
+def _unknown_topic_ids(value: Any) -> bool:
+    """Whether any ``topic_id`` in the request fields ``value`` is missing or zero."""
+    if isinstance(value, dict):
+        if "topic_id" in value:
+            tid = value["topic_id"]
+            if tid is None or (isinstance(tid, uuid.UUID) and not tid.int):
+                return True
+        return any(_unknown_topic_ids(v) for v in value.values() if isinstance(v, list))
+    if isinstance(value, list):
+        return any(_unknown_topic_ids(v) for v in value if isinstance(v, dict))
+    return False
+
+
+def fillable(api_key: int, version: int, fields: Any,
+             broker: Mapping[int, tuple[int, int]] | None = None) -> int:
+    """The version to send ``fields`` with: ``version`` (the negotiated one), or
+    the newest before topic ids replaced names when a topic in the request has
+    no id (all-zero: a broker that does not assign ids, or a topic that predates
+    them) - the rule of Kafka's Java client (e.g. FetchRequest.Builder uses
+    topic-id versions only when every topic has an id). Raises
+    UnsupportedVersionError when the broker (``broker``: its ranges) speaks no
+    version that names topics."""
+    first = TOPIC_ID_VERSIONS.get(api_key)
+    if first is None or version < first or not isinstance(fields, dict) \
+            or not _unknown_topic_ids(fields):
+        return version
+    lowest = (broker or {}).get(api_key, (0, 0))[0]
+    if first - 1 < max(lowest, API_VERSIONS[api_key][0]):
+        raise UnsupportedVersionError(
+            f"{APIS[api_key].name}: a topic in the request has no topic id, and the broker "
+            f"speaks only versions {lowest}+, which name topics by id (from v{first})")
+    return first - 1
