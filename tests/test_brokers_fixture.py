@@ -463,6 +463,8 @@ def test_noida_through_fault_proxy(noida: NoidaBroker, unique_topic: str) -> Non
 @pytest.mark.parametrize("hard", [True, False], ids=["kill", "stop"])
 def test_noida_restart_on_the_same_data_dir(hard: bool, tmp_path: Path) -> None:
     """kill -9 (or stop(keep_data=True)), start again: same port, same data, new process."""
+    from kproto import Consumer
+
     data_dir = tmp_path / "noida-data"
     broker = NoidaBroker(data_dir=data_dir).start()
     try:
@@ -470,6 +472,8 @@ def test_noida_restart_on_the_same_data_dir(hard: bool, tmp_path: Path) -> None:
         port, pid = broker.port, broker.pid
         assert pid is not None
         assert _kproto_send(broker.bootstrap, "kept", [b"a", b"b", b"c"]) == [0, 1, 2]
+        with Consumer(bootstrap_servers=broker.bootstrap, group_id="keeper") as consumer:
+            consumer.commit({("kept", 0): 2})
         if hard:
             broker.wait_saved()  # noida-db saves ~1 s after a change; kill -9 loses the rest
             broker.kill()
@@ -484,6 +488,8 @@ def test_noida_restart_on_the_same_data_dir(hard: bool, tmp_path: Path) -> None:
         assert broker.port == port and broker.pid != pid
         assert _confluent_read(broker.bootstrap, "kept", 3) == [(0, b"a"), (1, b"b"), (2, b"c")]
         assert _kproto_send(broker.bootstrap, "kept", [b"d"]) == [3]  # appends after them
+        with Consumer(bootstrap_servers=broker.bootstrap, group_id="keeper") as consumer:
+            assert consumer.committed([("kept", 0)]) == {("kept", 0): 2}
     finally:
         broker.stop()
     assert data_dir.is_dir()  # a given data dir is never deleted
