@@ -126,7 +126,7 @@ class Admin:
         (offset, timestamp); offset -1 when no record is that recent."""
         codes = {"earliest": EARLIEST, "latest": LATEST}
         wanted = {_tp(p): codes[s] if isinstance(s, str) else int(s) for p, s in specs.items()}
-        found = list_offsets(self._cluster, self.config, wanted)
+        found = list_offsets(self._cluster, self.config, wanted, auto_create=False)
         return {tp: OffsetAndTimestamp(o, ts) for tp, (o, ts) in found.items()}
 
     # -- groups

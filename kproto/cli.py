@@ -24,6 +24,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -142,9 +143,20 @@ def cmd_topics(args: argparse.Namespace) -> None:
                      ("topic", "partitions"))
 
 
+_OFFSET_SPEC = re.compile(r"earliest|latest|end|@\d+|-\d+|\d+")
+
+
+def _check_offset_spec(spec: str) -> None:
+    """Refuse a malformed ``--from``/``--to`` before anything is asked of a broker."""
+    if not _OFFSET_SPEC.fullmatch(spec):
+        raise CliError(f"bad offset {spec!r}: use earliest, latest, a number, -N (the last "
+                       "N) or @MS (a time in ms)")
+
+
 def _offsets_of(consumer: Any, topic: str, partitions: list[int], spec: str
                 ) -> dict[int, int]:
     """``earliest``, ``latest``/``end``, an offset, or ``@<ms>`` / ``-<n>`` (last n)."""
+    _check_offset_spec(spec)
     tps = [(topic, p) for p in partitions]
     if spec == "earliest":
         return {tp.partition: o for tp, o in consumer.beginning_offsets(tps).items()}
@@ -158,15 +170,12 @@ def _offsets_of(consumer: Any, topic: str, partitions: list[int], spec: str
         ends = consumer.end_offsets(tps)
         starts = consumer.beginning_offsets(tps)
         return {tp.partition: max(starts[tp], e - int(spec[1:])) for tp, e in ends.items()}
-    try:
-        return dict.fromkeys(partitions, int(spec))
-    except ValueError:
-        raise CliError(f"bad offset {spec!r}: use earliest, latest, a number, -N (the last "
-                       "N) or @MS (a time in ms)") from None
+    return dict.fromkeys(partitions, int(spec))
 
 
 def _partitions(consumer: Any, topic: str, wanted: list[int] | None) -> list[int]:
-    meta = consumer._cluster.wait_for_topics([topic], consumer._cluster.request_timeout)
+    meta = consumer._cluster.wait_for_topics([topic], consumer._cluster.request_timeout,
+                                             auto_create=False)
     have = meta.partitions(topic)
     if wanted:
         missing = sorted(set(wanted) - set(have))
@@ -376,7 +385,11 @@ def _batches(args: argparse.Namespace, consumer: Any, parts: list[int]
 def cmd_consume(args: argparse.Namespace) -> None:
     from .consumer import Consumer
 
+    for spec in (args.from_, getattr(args, "to", None)):
+        if spec is not None:
+            _check_offset_spec(spec)
     settings = _filtered(_settings(args), "consumer")
+    settings.setdefault("allow.auto.create.topics", "false")    # reading creates no topic
     with Consumer(settings) as consumer:
         parts = _partitions(consumer, args.topic, args.partition)
         if args.output:

@@ -189,6 +189,9 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
          "assignors offered to the group, in order of preference"),
         ("client_rack", None, _opt_str, "rack of this consumer (Fetch v11+)"),
         ("exclude_internal_topics", True, _bool, "pattern subscriptions skip __ topics"),
+        ("allow_auto_create_topics", True, _bool,
+         "let the broker create a topic this consumer asks about (if the broker allows); "
+         "read_range, iter_range, the CLI and the Spark source never do"),
     ),
 ]}
 

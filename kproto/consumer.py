@@ -23,6 +23,7 @@ convenience. :meth:`Consumer.subscribe` joins a consumer group (see
 from __future__ import annotations
 
 import logging
+import operator
 import re
 import time
 import uuid
@@ -38,6 +39,7 @@ from .errors import (
     KafkaConnectionError,
     KprotoError,
     OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
     error_for_code,
 )
 from .fetch_buffer import Collected, CompletedFetch, FetchBuffer
@@ -291,7 +293,7 @@ class Consumer:
             self._group.poll()
             self._group.maybe_auto_commit()
         while True:
-            self._resolve_positions()
+            self._resolve_or_wait()
             got = self._buffer.collect(self._positions, self._readable, max_records)
             if got.pieces:
                 self._send_fetches()
@@ -308,32 +310,42 @@ class Consumer:
     def _readable(self, tp: TopicPartition) -> bool:
         return tp not in self._paused and tp in self._positions
 
-    def read_range(self, topic: str, ranges: Mapping[int, tuple[int, int]], *,
-                   timeout_ms: int | None = None, headers: bool = True) -> pyarrow.Table:
+    def read_range(self, topic: str, ranges: Mapping[int, tuple[Bound, Bound]] | None = None,
+                   *, timeout_ms: int | None = None, headers: bool = True) -> pyarrow.Table:
         """Records of ``topic`` with ``start <= offset < end`` for each
         ``{partition: (start, end)}``, as a ``pyarrow.Table``.
+
+        ``start`` may be ``"earliest"`` (the log start), ``end`` ``"latest"`` or
+        None (the high watermark now; the last stable offset with
+        ``read_committed``); ``ranges=None`` reads every partition from earliest
+        to latest. A topic that does not exist raises
+        UnknownTopicOrPartitionError (reading never creates topics).
 
         Bounded and independent of the consumer's assignment (it uses its own
         positions and connections). Offsets the log no longer holds (retention,
         compaction) are simply absent. Raises KafkaTimeoutError if the range is
         not complete within ``timeout_ms`` (default: request timeout x 4).
+
+        >>> consumer.read_range("events")                      # doctest: +SKIP
+        >>> consumer.read_range("events", {0: (1000, None)})   # doctest: +SKIP
         """
         import pyarrow as pa
 
         from .reader import read_ranges
 
-        batches = read_ranges(self._cluster, self.config, {
-            TopicPartition(topic, p): (int(a), int(b)) for p, (a, b) in ranges.items()},
-            timeout=(timeout_ms / 1000) if timeout_ms is not None else None, headers=headers)
+        batches = read_ranges(self._cluster, self.config, self._ranges(topic, ranges),
+                              timeout=(timeout_ms / 1000) if timeout_ms is not None else None,
+                              headers=headers)
         schema = RecordColumns.empty().to_arrow(headers=headers).schema
         return pa.Table.from_batches(batches, schema=schema)
 
-    def iter_range(self, topic: str, ranges: Mapping[int, tuple[int, int]], *,
-                   step_bytes: int = 64 << 20, timeout_ms: int | None = None,
+    def iter_range(self, topic: str, ranges: Mapping[int, tuple[Bound, Bound]] | None = None,
+                   *, step_bytes: int = 64 << 20, timeout_ms: int | None = None,
                    headers: bool = True) -> Iterator[pyarrow.RecordBatch]:
-        """The records :meth:`read_range` returns, as ``pyarrow.RecordBatch``es
-        while they are read, holding about ``step_bytes`` of them at a time: for
-        ranges too big for memory (export to Parquet, a Spark task).
+        """The records :meth:`read_range` returns (same ``ranges`` forms), as
+        ``pyarrow.RecordBatch``es while they are read, holding about
+        ``step_bytes`` of them at a time: for ranges too big for memory (export
+        to Parquet, a Spark task).
 
         Within a partition, batches come in offset order. The next step is read
         by a thread, on cluster connections of its own, so the consumer stays
@@ -341,8 +353,7 @@ class Consumer:
         """
         from .reader import iter_ranges
 
-        steps = iter_ranges(self.config, {
-            TopicPartition(topic, p): (int(a), int(b)) for p, (a, b) in ranges.items()},
+        steps = iter_ranges(self.config, self._ranges(topic, ranges),
             step_bytes=step_bytes, headers=headers,
             timeout=(timeout_ms / 1000) if timeout_ms is not None else None)
         try:
@@ -350,6 +361,25 @@ class Consumer:
                 yield from step.batches
         finally:
             steps.close()           # stops the read-ahead thread now, not at collection
+
+    def _ranges(self, topic: str, ranges: Mapping[int, tuple[Bound, Bound]] | None
+                ) -> dict[TopicPartition, tuple[int, int]]:
+        """``{partition: (start, end)}`` with every bound an offset (see read_range)."""
+        if ranges is None:
+            meta = self._cluster.wait_for_topics([topic], self._cluster.request_timeout,
+                                                 auto_create=False)
+            ranges = {p: (EARLIEST_NAME, LATEST_NAME) for p in meta.partitions(topic)}
+        spans = {TopicPartition(topic, int(p)): (_bound(start, "start", topic, int(p)),
+                                                 _bound(end, "end", topic, int(p)))
+                 for p, (start, end) in ranges.items()}
+        found: dict[int, dict[TopicPartition, int]] = {}    # EARLIEST/LATEST -> offsets
+        for which in (EARLIEST, LATEST):
+            asked = {tp: which for tp, span in spans.items() if which in span}
+            if asked:
+                found[which] = {tp: o for tp, (o, _) in self._list_offsets(
+                    asked, auto_create=False).items()}
+        return {tp: (found[a][tp] if a < 0 else a, found[b][tp] if b < 0 else b)
+                for tp, (a, b) in spans.items()}
 
     def close(self) -> None:
         """Leave the group (committing first with auto-commit) and close connections."""
@@ -386,8 +416,11 @@ class Consumer:
         if tp not in self._positions:
             raise IllegalStateError(f"{tp.topic}[{tp.partition}] is not assigned to this consumer")
 
-    def _resolve_positions(self) -> None:
-        missing = [tp for tp, pos in self._positions.items() if pos is None]
+    def _resolve_positions(self, topic: str | None = None) -> None:
+        """Positions for the partitions (of ``topic``, or all) that have none: the
+        committed offset, else ``auto_offset_reset``."""
+        missing = [tp for tp, pos in self._positions.items()
+                   if pos is None and (topic is None or tp.topic == topic)]
         if not missing:
             return
         if self._group is not None or self.config["group_id"]:
@@ -398,6 +431,23 @@ class Consumer:
             missing = [tp for tp in missing if self._positions[tp] is None]
         if missing:
             self._reset(missing)
+
+    def _resolve_or_wait(self) -> None:
+        """:meth:`_resolve_positions` for poll: a partition whose topic does not
+        exist (and is not created: ``allow_auto_create_topics=False``) keeps no
+        position and is asked about again at the next poll, as Java's consumer
+        waits for it; the other topics are read meanwhile."""
+        try:
+            self._resolve_positions()
+        except UnknownTopicOrPartitionError as exc:
+            log.warning("%s; waiting for it to be created", exc)
+            missing = exc.context.get("topic")
+            for topic in sorted({tp.topic for tp, pos in self._positions.items()
+                                 if pos is None and tp.topic != missing}):
+                try:
+                    self._resolve_positions(topic)
+                except UnknownTopicOrPartitionError as more:
+                    log.warning("%s; waiting for it to be created", more)
 
     def _reset(self, tps: list[TopicPartition], cause: BaseException | None = None) -> None:
         policy = self.config["auto_offset_reset"]
@@ -412,14 +462,16 @@ class Consumer:
         for tp in tps:
             self._positions[tp] = found[tp][0]
 
-    def _list_offsets(self, wanted: Mapping[TopicPartition, int]
-                      ) -> dict[TopicPartition, tuple[int, int]]:
+    def _list_offsets(self, wanted: Mapping[TopicPartition, int], *,
+                      auto_create: bool | None = None) -> dict[TopicPartition, tuple[int, int]]:
         """ListOffsets to the leaders: {tp: (offset, timestamp)} for a timestamp or
         EARLIEST/LATEST. LATEST is checked against the high watermark of a Fetch
-        (some brokers, Tansu among them, answer the last batch's start + 1)."""
+        (some brokers, Tansu among them, answer the last batch's start + 1).
+        Topics are created only per ``allow_auto_create_topics`` (or
+        ``auto_create``)."""
         from .reader import list_offsets
 
-        return list_offsets(self._cluster, self.config, wanted)
+        return list_offsets(self._cluster, self.config, wanted, auto_create=auto_create)
 
     def _send_fetches(self, deadline: float | None = None) -> None:
         """Send a Fetch to every leader that has none in flight (refreshing stale
@@ -661,6 +713,27 @@ class Consumer:
             log.debug("cannot confirm that %s offset %d is out of range: %s", tp, asked, exc)
             return False
         return not start <= asked <= end
+
+
+#: A bound of read_range: an offset, "earliest" (the log start) or "latest"/None (the end).
+Bound = int | str | None
+EARLIEST_NAME, LATEST_NAME = "earliest", "latest"
+
+
+def _bound(value: Bound, which: str, topic: str, partition: int) -> int:
+    """An offset, or EARLIEST/LATEST for the names (None: the end)."""
+    if value == EARLIEST_NAME:
+        return EARLIEST
+    if value == LATEST_NAME or (value is None and which == "end"):
+        return LATEST
+    try:
+        offset = operator.index(value)  # type: ignore[arg-type]  # (NumPy ints too)
+    except TypeError:
+        offset = -1
+    if offset < 0 or isinstance(value, bool):
+        raise ValueError(f"{topic}[{partition}]: bad {which} {value!r}: an offset >= 0, "
+                         f"'earliest'{', None' if which == 'end' else ''} or 'latest'")
+    return offset
 
 
 def _check_partition(tp: TopicPartition, cols: RecordColumns, asked: int,

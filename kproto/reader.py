@@ -64,9 +64,13 @@ def topic_of(p: Any, names: Mapping[uuid.UUID, str]) -> str:
 
 
 def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[Any, int],
-                 *, timeout: float | None = None) -> dict[Any, tuple[int, int]]:
+                 *, timeout: float | None = None, auto_create: bool | None = None
+                 ) -> dict[Any, tuple[int, int]]:
     """``{tp: timestamp | EARLIEST (-2) | LATEST (-1)}`` -> ``{tp: (offset, timestamp)}``
     from the partition leaders, retrying retriable errors after a metadata refresh.
+    ``auto_create`` as :meth:`Cluster.wait_for_topics` (default: the cluster's
+    setting); a topic that is not there and not created raises
+    UnknownTopicOrPartitionError.
 
     Offset -1 means no record at or after that time. LATEST is raised to the
     high watermark (last stable offset with read_committed) that a Fetch
@@ -74,7 +78,8 @@ def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[An
     start of the last batch + 1.
     """
     read_committed = config.get("isolation_level") == "read_committed"
-    meta = cluster.wait_for_topics({tp[0] for tp in wanted}, cluster.request_timeout)
+    meta = cluster.wait_for_topics({tp[0] for tp in wanted}, cluster.request_timeout,
+                                   auto_create=auto_create)
     _check_partitions_exist(meta, wanted)
 
     def attempt() -> dict[Any, tuple[int, int]]:
@@ -437,7 +442,8 @@ class _Fetcher:
                 for tp, (a, b) in ranges.items() if b > a]
         if work:
             meta = self.cluster.wait_for_topics({r.tp.topic for r in work},
-                                                self.cluster.request_timeout)
+                                                self.cluster.request_timeout,
+                                                auto_create=False)
             _check_partitions_exist(meta, [r.tp for r in work])
         return work
 
@@ -465,7 +471,7 @@ class _Fetcher:
                                         f"{self.patience:g} s; left: {left}")
             if cluster.needs_refresh:
                 try:
-                    cluster.refresh_metadata()
+                    cluster.refresh_metadata(auto_create=False)
                 except KprotoError as exc:
                     log.debug("metadata refresh failed: %s", exc)
             _launch(self, todo, in_flight)
@@ -629,12 +635,13 @@ def _absorb(f: _Fetcher, resp: Any, sent: list[_Range], result: ReadResult) -> b
         if p.error_code == 1:      # OFFSET_OUT_OF_RANGE: the log no longer starts there
             start = p.log_start_offset
             if start < 0:
-                start = list_offsets(cluster, f.config, {r.tp: EARLIEST})[r.tp][0]
+                start = list_offsets(cluster, f.config, {r.tp: EARLIEST},
+                                     auto_create=False)[r.tp][0]
             if start <= r.position:
                 # past the end? (Kafka answers a fetch beyond the high watermark so;
                 # a split range's later pieces can start there)
                 mark = p.high_watermark if p.high_watermark >= 0 else \
-                    list_offsets(cluster, f.config, {r.tp: LATEST})[r.tp][0]
+                    list_offsets(cluster, f.config, {r.tp: LATEST}, auto_create=False)[r.tp][0]
                 if 0 <= mark <= r.position:
                     result.short[(r.tp.topic, r.tp.partition)] = (mark, r.end)
                     r.end = r.position

@@ -122,6 +122,7 @@ def client_settings(options: Mapping[str, str], client: str = "consumer") -> dic
     raw.setdefault("client.id", "kproto-spark")
     if client == "consumer":
         raw.setdefault("enable.auto.commit", "false")
+        raw.setdefault("allow.auto.create.topics", "false")     # reading creates no topic
     return resolve(client, raw)
 
 

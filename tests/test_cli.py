@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kproto import Producer, records
+from kproto import Admin, Producer, records
 from kproto.cli import main
 from kproto.testing import free_port
 
@@ -153,6 +153,8 @@ def test_bad_bootstrap_and_unknown_partition(tansu, unique_topic, capsys):
     code, _, err = run(capsys, "-b", f"127.0.0.1:{port}", "-X", "request.timeout.ms=1000",
                        "metadata")
     assert code == 1 and f"127.0.0.1:{port}" in err and "is the broker running" in err
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 4})
     code, _, err = run(capsys, "-b", tansu.bootstrap, "offsets", unique_topic, "-p", "9")
     assert code == 1 and "has no partition 9" in err
 

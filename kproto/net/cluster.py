@@ -144,6 +144,12 @@ def backoff_delays(first_ms: int, max_ms: int) -> Iterable[float]:
         delay = min(delay * 2, max_ms / 1000)
 
 
+#: Seconds an unknown topic is asked about again before a reader that does not
+#: create topics calls it missing (a new topic reaches every broker's metadata
+#: cache within moments).
+UNKNOWN_TOPIC_GRACE = 1.0
+
+
 class Cluster:
     """Metadata, connections and routing for one client.
 
@@ -161,6 +167,9 @@ class Cluster:
         self.max_response_bytes: int = settings.get("receive_message_max_bytes", 100 << 20)
         self.retry_backoff_ms: int = settings.get("retry_backoff_ms", 100)
         self.retry_backoff_max_ms: int = settings.get("retry_backoff_max_ms", 1000)
+        #: Metadata requests let the broker create unknown topics (Java's consumer:
+        #: ``allow.auto.create.topics``; producers always do).
+        self.auto_create_topics: bool = settings.get("allow_auto_create_topics", True)
         self.ssl_context: ssl.SSLContext | None = None
         self.sasl: SaslMechanism | None = None
         if settings.get("security_protocol", "PLAINTEXT") != "PLAINTEXT" or any(
@@ -288,17 +297,20 @@ class Cluster:
         return self._stale or time.monotonic() - self.metadata.updated_at > self.metadata_max_age
 
     def refresh_metadata(self, topics: Iterable[str] | None = None, *,
-                         all_topics: bool = False, timeout: float | None = None
-                         ) -> ClusterMetadata:
+                         all_topics: bool = False, timeout: float | None = None,
+                         auto_create: bool | None = None) -> ClusterMetadata:
         """Ask a broker for metadata of the maintained topics (or every topic) and
         replace the snapshot; returns it. Connection failures move on to the next
         broker, then to the bootstrap servers, until ``timeout`` (default the
-        request timeout)."""
+        request timeout). ``auto_create`` (default: :attr:`auto_create_topics`)
+        lets the broker create unknown topics (Metadata v4+; older versions
+        always do)."""
         if topics is not None:
             self.add_topics(topics)
         request: dict[str, Any] = {"topics": None if all_topics else
                                    [{"name": t} for t in sorted(self.topics)],
-                                   "allow_auto_topic_creation": True}
+                                   "allow_auto_topic_creation": self.auto_create_topics
+                                   if auto_create is None else auto_create}
         # cycle through the known brokers and the bootstrap servers until one answers
         deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         delays = iter(backoff_delays(self.retry_backoff_ms, self.retry_backoff_max_ms))
@@ -337,22 +349,39 @@ class Cluster:
             if node_id not in self.metadata.brokers:
                 self._connections.pop(node_id).close()
 
-    def wait_for_topics(self, topics: Iterable[str], timeout: float) -> ClusterMetadata:
+    def wait_for_topics(self, topics: Iterable[str], timeout: float, *,
+                        auto_create: bool | None = None) -> ClusterMetadata:
         """Refresh until every partition of ``topics`` has a leader (auto-creating
-        topics where the broker does that). Raises the topic's error (e.g.
+        topics where the broker does that and ``auto_create``, default
+        :attr:`auto_create_topics`, allows). Raises the topic's error (e.g.
         :class:`~kproto.errors.UnknownTopicOrPartitionError`) or a
-        :class:`~kproto.errors.KafkaTimeoutError` at ``timeout``."""
+        :class:`~kproto.errors.KafkaTimeoutError` at ``timeout``.
+
+        Without auto-creation, a topic the brokers still do not know after
+        :data:`UNKNOWN_TOPIC_GRACE` seconds (news of a new topic travels between
+        brokers) raises UnknownTopicOrPartitionError at once, and is no longer
+        maintained (so no later refresh creates it)."""
         wanted = set(topics)
+        new = wanted - self.topics
         self.add_topics(wanted)
-        deadline = time.monotonic() + timeout
+        creating = self.auto_create_topics if auto_create is None else auto_create
+        start = time.monotonic()
+        deadline = start + timeout
         delays = iter(backoff_delays(self.retry_backoff_ms, self.retry_backoff_max_ms))
         meta = self.metadata
         while True:
             if self.needs_refresh or not self._ready(meta, wanted):
-                meta = self.refresh_metadata()
+                meta = self.refresh_metadata(auto_create=creating)
             problem = self._problem(meta, wanted)
             if problem is None:
                 return meta
+            unknown = not creating and problem.code == 3 and \
+                time.monotonic() - start >= min(UNKNOWN_TOPIC_GRACE, timeout)
+            if unknown:
+                self.forget_topics(new)
+                raise error_for_code(3)(  # type: ignore[misc]
+                    "the topic does not exist (and reading does not create it)",
+                    topic=problem.context.get("topic"))
             if not problem.retriable or time.monotonic() + 0.01 > deadline:
                 if problem.retriable:
                     raise KafkaTimeoutError(f"metadata not ready within {timeout:g} s: "
