@@ -898,6 +898,37 @@ class MockCluster:
                 _live.add(self)
             return self
 
+    def create_topic(self, name: str, partitions: int, replication_factor: int = 1) -> None:
+        """Create a topic of ``partitions`` partitions (the mock has no CreateTopics;
+        auto-creation makes 4): librdkafka's ``rd_kafka_mock_topic_create``, called
+        through ctypes on the hosting client. ``RuntimeError`` with the broker's
+        error code if it refuses (36: the topic exists)."""
+        import ctypes
+
+        import confluent_kafka
+
+        with self._lock:
+            if self._client is None:
+                raise RuntimeError("MockCluster has not been started")
+            libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+            lib = ctypes.CDLL(str(next(libs.glob("librdkafka*"), "librdkafka.so.1")))
+            lib.rd_kafka_handle_mock_cluster.restype = ctypes.c_void_p
+            lib.rd_kafka_handle_mock_cluster.argtypes = [ctypes.c_void_p]
+            lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+            lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
+            lib.rd_kafka_mock_topic_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                       ctypes.c_int, ctypes.c_int]
+            # confluent-kafka's Handle object: PyObject_HEAD, then the rd_kafka_t pointer
+            rk = ctypes.c_void_p.from_address(id(self._client) + object.__basicsize__).value
+            mock = lib.rd_kafka_handle_mock_cluster(rk) if rk else None
+            if not mock or lib.rd_kafka_mock_cluster_bootstraps(mock).decode() != self.bootstrap:
+                raise RuntimeError("cannot reach librdkafka's mock cluster API through "
+                                   "this confluent-kafka build")
+            err = lib.rd_kafka_mock_topic_create(mock, name.encode(), partitions,
+                                                 replication_factor)
+            if err:
+                raise RuntimeError(f"the mock cluster refused to create {name!r}: error {err}")
+
     def stop(self) -> None:
         """Close the hosting client; the mock brokers' ports close with it."""
         with self._lock:

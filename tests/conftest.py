@@ -3,6 +3,11 @@
 - ``tansu``: a :class:`kproto.testing.TansuBroker` (one process, in-memory storage).
 - ``mock_cluster``: a :class:`kproto.testing.MockCluster` (librdkafka's 3-broker mock).
 - ``noida``: a :class:`kproto.testing.NoidaBroker` (noida-db, one process, data on disk).
+- ``broker``: the broker matrix, parametrized over ``tansu``, ``mock`` and
+  ``noida`` (the param id is in the test name): a :class:`tests.brokers.BrokerUnderTest`
+  over the session's process. ``@pytest.mark.brokers("tansu", "noida", reason=...)``
+  or ``@pytest.mark.brokers(needs=("groups",))`` leaves brokers out, with the
+  reason in the skip message (see tests/brokers.py).
 
 All are session-scoped: tests share them, so each test should use its own
 topic names (see ``unique_topic``). A test that uses any of them gets the
@@ -25,7 +30,14 @@ import pytest
 if TYPE_CHECKING:
     from kproto.testing import MockCluster, NoidaBroker, TansuBroker
 
-BROKER_FIXTURES = frozenset({"tansu", "mock_cluster", "noida"})
+BROKER_FIXTURES = frozenset({"tansu", "mock_cluster", "noida", "broker"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "brokers(*names, reason=, needs=()): run the test (which takes the "
+        "`broker` fixture) only on these brokers / those with these capabilities; "
+        "tests/brokers.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -81,6 +93,25 @@ def noida() -> Iterator[NoidaBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(params=["tansu", "mock", "noida"])
+def broker(request: pytest.FixtureRequest):
+    """The broker matrix: a :class:`tests.brokers.BrokerUnderTest` for each of the
+    session's brokers (processes shared by the whole session)."""
+    from .brokers import FIXTURES, BrokerUnderTest, skip_unless_allowed
+
+    name = request.param
+    # decided before the broker starts: a test never run on it does not start it
+    skip_unless_allowed(request, BrokerUnderTest(name, None))
+    under_test = _UNDER_TEST.get(name)
+    process = request.getfixturevalue(FIXTURES[name])
+    if under_test is None or under_test.process is not process:
+        under_test = _UNDER_TEST[name] = BrokerUnderTest(name, process)
+    return under_test
+
+
+_UNDER_TEST: dict = {}
 
 
 @pytest.fixture

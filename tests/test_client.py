@@ -1,11 +1,13 @@
 """The client against real brokers: producer, consumer, bounded reads, admin, config.
 
-Brokers: Tansu (one node, auto-creates topics with 4 partitions, CreateTopics
-works) and librdkafka's 3-broker mock cluster (no CreateTopics; topics
-auto-create with 4 partitions led by different brokers, so requests must be
-routed and split per leader). Quirk pinned here: Tansu's ListOffsets "latest"
-answers the last batch's start + 1; kproto's end offsets are checked against
-the Fetch high watermark, so they are right anyway.
+Brokers: the ``broker`` matrix (tests/brokers.py): Tansu (one node), librdkafka's
+3-broker mock cluster (no CreateTopics: its topics are made through its mock
+API; their partitions are led by different brokers, so requests must be routed
+and split per leader) and noida-db (one node, auto-creates 1 partition: every
+test creates its topic with the partitions it needs). Quirk pinned here:
+Tansu's ListOffsets "latest" answers the last batch's start + 1; kproto's end
+offsets are checked against the Fetch high watermark, so they are right anyway.
+docs/brokers.md lists the differences.
 """
 
 from __future__ import annotations
@@ -30,13 +32,7 @@ from kproto.errors import (
 from kproto.partitioner import StickyPartitioner, murmur2, partition_for_key, partitions_for_keys
 from kproto.testing import free_port
 
-BROKERS = ["tansu", "mock_cluster"]
-pytestmark = pytest.mark.broker      # (fixtures taken through getfixturevalue are not seen)
-
-
-@pytest.fixture(params=BROKERS)
-def broker(request: pytest.FixtureRequest):
-    return request.getfixturevalue(request.param)
+pytestmark = pytest.mark.broker
 
 
 def _table(n: int, *, keys: bool = True, start: int = 0) -> pa.Table:
@@ -133,6 +129,7 @@ def test_sticky_partitioner_moves_on_after_a_batch():
 
 
 def test_send_then_consume_round_trip(broker, unique_topic):
+    broker.create_topic(unique_topic, 4)
     with Producer(bootstrap_servers=broker.bootstrap, linger_ms=2) as producer:
         futures = [producer.send(unique_topic, f"v{i}".encode(), key=f"k{i % 7}".encode(),
                                  headers=[("h", f"{i}".encode())], timestamp=1_700_000_000_000 + i)
@@ -142,7 +139,7 @@ def test_send_then_consume_round_trip(broker, unique_topic):
         metas = [f.result(10) for f in futures]
     # librdkafka's mock answers log_append_time_ms=1234 to every Produce (a real broker
     # sends -1 unless the topic uses LogAppendTime); like Java, the answer wins.
-    create_time = broker is not None and "Mock" not in type(broker).__name__
+    create_time = broker.create_time
     for i, m in enumerate(metas):
         assert m.partition == partition_for_key(f"k{i % 7}".encode(), 4)
         assert m.offset >= 0
@@ -167,6 +164,7 @@ def test_send_then_consume_round_trip(broker, unique_topic):
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_send_batch_round_trip(broker, unique_topic, codec):
+    broker.create_topic(unique_topic, 4)
     n = 20000
     table = _table(n)
     with Producer(bootstrap_servers=broker.bootstrap, compression_type=codec,
@@ -187,7 +185,8 @@ def test_send_batch_round_trip(broker, unique_topic, codec):
         assert part == partition_for_key(key, 4)
 
 
-def test_send_batch_partition_column_headers_and_timestamps(tansu, unique_topic):
+def test_send_batch_partition_column_headers_and_timestamps(broker, unique_topic):
+    broker.create_topic(unique_topic, 3)
     n = 100
     table = pa.table({
         "value": pa.array([b"x%d" % i for i in range(n)]),
@@ -196,9 +195,9 @@ def test_send_batch_partition_column_headers_and_timestamps(tansu, unique_topic)
         "headers": pa.array([[{"key": "n", "value": b"%d" % i}] for i in range(n)],
                             pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
     })
-    with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
         producer.send_batch(unique_topic, table).result(10)
-    with Consumer(bootstrap_servers=tansu.bootstrap) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
         got = c.read_range(unique_topic, {p: (0, 34) for p in range(3)}).to_pylist()
     assert len(got) == n
     for r in got:
@@ -208,8 +207,9 @@ def test_send_batch_partition_column_headers_and_timestamps(tansu, unique_topic)
         assert int(r["timestamp"].timestamp() * 1000) == 1_600_000_000_000 + i
 
 
-def test_null_keys_are_spread_in_sticky_chunks(tansu, unique_topic):
-    with Producer(bootstrap_servers=tansu.bootstrap, batch_size=1024) as producer:
+def test_null_keys_are_spread_in_sticky_chunks(broker, unique_topic):
+    broker.create_topic(unique_topic, 4)
+    with Producer(bootstrap_servers=broker.bootstrap, batch_size=1024) as producer:
         futures = [producer.send(unique_topic, b"x" * 100) for _ in range(400)]
         producer.flush()
     parts = [f.result().partition for f in futures]
@@ -219,6 +219,7 @@ def test_null_keys_are_spread_in_sticky_chunks(tansu, unique_topic):
 
 
 def test_acks_zero_and_idempotent_producers(broker, unique_topic):
+    broker.create_topic(unique_topic, 4)
     with Producer(bootstrap_servers=broker.bootstrap, acks=0) as producer:
         meta = producer.send(unique_topic, b"fire", partition=1).result(10)
     assert meta.offset == -1 and meta.partition == 1
@@ -233,15 +234,15 @@ def test_acks_zero_and_idempotent_producers(broker, unique_topic):
     assert got.num_rows == 150
 
 
-def test_oversized_record_is_refused_before_sending(tansu, unique_topic):
-    with Producer(bootstrap_servers=tansu.bootstrap, max_request_size=1000) as producer:
+def test_oversized_record_is_refused_before_sending(broker, unique_topic):
+    with Producer(bootstrap_servers=broker.bootstrap, max_request_size=1000) as producer:
         with pytest.raises(EncodeError, match="max_request_size"):
             producer.send(unique_topic, b"x" * 2000)
 
 
-def test_delivery_callbacks_and_future_callbacks(tansu, unique_topic):
+def test_delivery_callbacks_and_future_callbacks(broker, unique_topic):
     seen, done = [], threading.Event()
-    with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
         for i in range(20):
             producer.send(unique_topic, b"%d" % i, partition=0,
                           on_delivery=lambda err, meta: seen.append((err, meta)))
@@ -267,14 +268,18 @@ def test_consumer_seek_position_and_offsets_for_times(broker, unique_topic):
         first = _consume_all(c, 58)
         assert first.column("offset").to_pylist() == list(range(42, 100))
         assert c.position(tp) == 100
-        # Neither test broker implements ListOffsets by time: Tansu 0.6 answers offset 0
-        # with the current time, librdkafka's mock answers -1 (no such record). What is
-        # pinned here is that kproto sends the lookup and maps both answers.
+        # Only noida-db implements ListOffsets by time (the first record at or after
+        # it: offset 31, as Kafka); Tansu 0.6 answers offset 0 with the current time,
+        # librdkafka's mock answers -1 (no such record). What is pinned here is that
+        # kproto sends the lookup and maps each answer (docs/brokers.md).
         found = c.offsets_for_times({tp: 1_000_000 + 305})[tp]
-        if "Mock" in type(broker).__name__:
+        if broker.name == "mock":
             assert found is None
-        else:
+        elif broker.name == "tansu":
             assert found is not None and found.offset == 0
+        else:
+            assert found is not None and found.offset == 31
+            assert found.timestamp == 1_000_000 + 310
         assert c.beginning_offsets([tp]) == {tp: 0} and c.end_offsets([tp]) == {tp: 100}
         records = []
         c.seek(tp, 95)
@@ -284,10 +289,12 @@ def test_consumer_seek_position_and_offsets_for_times(broker, unique_topic):
         assert records[0].value == b"95"
 
 
-def test_long_poll_returns_new_records_promptly(tansu, unique_topic):
+@pytest.mark.brokers("tansu", "noida", reason="librdkafka's mock holds a Fetch for its "
+                     "whole max wait, records or not (docs/brokers.md)")
+def test_long_poll_returns_new_records_promptly(broker, unique_topic):
     tp = TopicPartition(unique_topic, 0)
-    with Consumer(bootstrap_servers=tansu.bootstrap, auto_offset_reset="latest",
-                  fetch_max_wait_ms=5000) as c, Producer(bootstrap_servers=tansu.bootstrap) as p:
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="latest",
+                  fetch_max_wait_ms=5000) as c, Producer(bootstrap_servers=broker.bootstrap) as p:
         c.assign([tp])
         assert c.poll_batch(200).num_rows == 0
         threading.Timer(0.3, lambda: p.send(unique_topic, b"late", partition=0)).start()
@@ -298,6 +305,7 @@ def test_long_poll_returns_new_records_promptly(tansu, unique_topic):
 
 
 def test_read_range_is_exact_and_splits_ranges(broker, unique_topic):
+    broker.create_topic(unique_topic, 4)
     with Producer(bootstrap_servers=broker.bootstrap) as producer:
         producer.send_batch(unique_topic, _table(30000, keys=False), partition=3).result(30)
     with Consumer(bootstrap_servers=broker.bootstrap) as c:
@@ -309,9 +317,12 @@ def test_read_range_is_exact_and_splits_ranges(broker, unique_topic):
     assert empty.num_rows == 0 and "headers" in empty.schema.names
 
 
+@pytest.mark.brokers("tansu", "mock", reason="noida-db answers a Fetch with the whole log, "
+                     "whatever max_bytes says: its first step is the whole partition")
 def test_iter_range_steps_are_bounded_and_equal_read_range(broker, unique_topic):
     """iter_range gives read_range's records, in offset order per partition, in
     steps of about step_bytes (the first step of each partition is one answer)."""
+    broker.create_topic(unique_topic, 2)
     with Producer(bootstrap_servers=broker.bootstrap, batch_size=16384) as producer:
         for p in (0, 1):
             producer.send_batch(unique_topic, _table(40000, start=p * 40000), partition=p)
@@ -344,12 +355,12 @@ def test_iter_range_steps_are_bounded_and_equal_read_range(broker, unique_topic)
     assert len(sizes) > 4 and max(sizes[2:]) < 1.5 * (512 << 10), sizes
 
 
-def test_iter_ranges_ends_short_ranges_at_the_high_watermark(tansu, unique_topic):
+def test_iter_ranges_ends_short_ranges_at_the_high_watermark(broker, unique_topic):
     from kproto.reader import iter_ranges
 
-    with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
         producer.send_batch(unique_topic, _table(5000), partition=0).result(30)
-    config = resolve("consumer", bootstrap_servers=tansu.bootstrap)
+    config = resolve("consumer", bootstrap_servers=broker.bootstrap)
     steps = list(iter_ranges(config, {(unique_topic, 0): (100, 9000)}, step_bytes=64 << 10))
     offsets = [o for s in steps for b in s.batches for o in b.column("offset").to_pylist()]
     assert offsets == list(range(100, 5000))
@@ -357,7 +368,8 @@ def test_iter_ranges_ends_short_ranges_at_the_high_watermark(tansu, unique_topic
     assert shorts == [{(unique_topic, 0): (5000, 9000)}]
 
 
-def test_iter_ranges_steps_stay_bounded_after_a_gap(mock_cluster, unique_topic, monkeypatch):
+@pytest.mark.brokers(needs=("byte_limits",))
+def test_iter_ranges_steps_stay_bounded_after_a_gap(broker, unique_topic, monkeypatch):
     """Offsets skipped as a gap (the log starts later: retention) say nothing of how
     many bytes an offset holds: the steps after one hold about step_bytes, not the
     rest of the range at once. (The mock has no DeleteRecords: Fetch answers below
@@ -365,7 +377,7 @@ def test_iter_ranges_steps_stay_bounded_after_a_gap(mock_cluster, unique_topic, 
     import kproto.reader as reader
 
     log_start, end = 3000, 12000
-    with Producer(bootstrap_servers=mock_cluster.bootstrap, batch_size=16384) as producer:
+    with Producer(bootstrap_servers=broker.bootstrap, batch_size=16384) as producer:
         for first, last in ((0, log_start), (log_start, end)):     # a batch starts at 3000
             for i in range(first, last):
                 producer.send(unique_topic, b"%06d" % i + b"x" * 100, partition=0)
@@ -382,7 +394,7 @@ def test_iter_ranges_steps_stay_bounded_after_a_gap(mock_cluster, unique_topic, 
         return sliced._replace(partitions=parts)
 
     monkeypatch.setattr(reader.records, "slice_fetch", gone_below_log_start)
-    config = resolve("consumer", bootstrap_servers=mock_cluster.bootstrap,
+    config = resolve("consumer", bootstrap_servers=broker.bootstrap,
                      max_partition_fetch_bytes=32 << 10)
     step_bytes = 128 << 10
     steps = list(reader.iter_ranges(config, {(unique_topic, 0): (0, end)},
@@ -394,15 +406,16 @@ def test_iter_ranges_steps_stay_bounded_after_a_gap(mock_cluster, unique_topic, 
     assert len(sizes) > 5 and max(sizes) < 1.5 * step_bytes, sizes
 
 
-def test_steps_do_not_keep_whole_answers_alive(mock_cluster, unique_topic):
+@pytest.mark.brokers(needs=("byte_limits",))
+def test_steps_do_not_keep_whole_answers_alive(broker, unique_topic):
     """A step whose window ends early in a Fetch answer copies the records it keeps
     rather than holding the whole decoded answer through a zero-copy slice."""
     from kproto.reader import iter_ranges
 
-    with Producer(bootstrap_servers=mock_cluster.bootstrap, batch_size=1 << 20,
+    with Producer(bootstrap_servers=broker.bootstrap, batch_size=1 << 20,
                   linger_ms=50) as producer:
         producer.send_batch(unique_topic, _table(20000, keys=False), partition=0).result(30)
-    config = resolve("consumer", bootstrap_servers=mock_cluster.bootstrap,
+    config = resolve("consumer", bootstrap_servers=broker.bootstrap,
                      max_partition_fetch_bytes=1 << 20)
     step_bytes = 64 << 10
     held = []
@@ -412,14 +425,14 @@ def test_steps_do_not_keep_whole_answers_alive(mock_cluster, unique_topic):
     assert len(held) > 5 and max(held[1:]) < 2 * step_bytes, held
 
 
-def test_read_ranges_result_short_names_the_requested_end(mock_cluster, unique_topic):
+def test_read_ranges_result_short_names_the_requested_end(broker, unique_topic):
     """A range split into pieces reports (high watermark, the range's end), not a piece's end."""
     from kproto.net.cluster import Cluster
     from kproto.reader import read_ranges_result
 
-    with Producer(bootstrap_servers=mock_cluster.bootstrap) as producer:
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
         producer.send_batch(unique_topic, _table(10), partition=0).result(30)
-    config = resolve("consumer", bootstrap_servers=mock_cluster.bootstrap)
+    config = resolve("consumer", bootstrap_servers=broker.bootstrap)
     cluster = Cluster(config)
     try:
         for lanes in (1, 2, 4, 4, 4):
@@ -431,20 +444,18 @@ def test_read_ranges_result_short_names_the_requested_end(mock_cluster, unique_t
         cluster.close()
 
 
-def test_closing_iter_ranges_on_a_hung_broker_returns_at_once(mock_cluster, unique_topic):
+def test_closing_iter_ranges_on_a_hung_broker_returns_at_once(broker, unique_topic):
     """Leaving an iter_ranges loop early (close, or dropping the generator) while the
     read-ahead thread waits on a hung broker cuts that wait short: no request timeout
     to sit out."""
     from kproto.reader import iter_ranges
-    from kproto.testing import proxy_cluster
 
-    with Producer(bootstrap_servers=mock_cluster.bootstrap, batch_size=16384) as producer:
+    with Producer(bootstrap_servers=broker.bootstrap, batch_size=16384) as producer:
         producer.send_batch(unique_topic, _table(20000, keys=False), partition=0).result(30)
-    proxies = proxy_cluster(mock_cluster.brokers)
-    try:
-        config = resolve("consumer", bootstrap_servers=",".join(
-            f"127.0.0.1:{p.port}" for p in proxies), request_timeout_ms=20000,
-            max_partition_fetch_bytes=32 << 10)
+    with broker.proxied() as proxied:
+        proxies = proxied.proxies
+        config = resolve("consumer", bootstrap_servers=proxied.bootstrap,
+                         request_timeout_ms=20000, max_partition_fetch_bytes=32 << 10)
         for leave in ("close", "drop"):
             steps = iter_ranges(config, {(unique_topic, 0): (0, 20000)}, step_bytes=64 << 10)
             next(steps)
@@ -461,9 +472,6 @@ def test_closing_iter_ranges_on_a_hung_broker_returns_at_once(mock_cluster, uniq
             for p in proxies:
                 p.stall = False
                 p.drop_connections()
-    finally:
-        for p in proxies:
-            p.stop()
 
 
 def test_poll_batch_spans_leaders(mock_cluster, unique_topic):
@@ -483,8 +491,9 @@ def test_poll_batch_spans_leaders(mock_cluster, unique_topic):
 # ---------------------------------------------------------------- admin
 
 
-def test_admin_topics_cluster_and_offsets(tansu, unique_topic):
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+@pytest.mark.brokers(needs=("create_topics",))
+def test_admin_topics_cluster_and_offsets(broker, unique_topic):
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
         admin.create_topics({unique_topic: 6})
         with pytest.raises(TopicAlreadyExistsError):
             admin.create_topics({unique_topic: 6})
@@ -492,8 +501,8 @@ def test_admin_topics_cluster_and_offsets(tansu, unique_topic):
         topics = admin.list_topics()
         assert len(topics[unique_topic].partitions) == 6
         cluster = admin.describe_cluster()
-        assert list(cluster.brokers) == [111]
-        with Producer(bootstrap_servers=tansu.bootstrap) as p:
+        assert list(cluster.brokers) == broker.node_ids
+        with Producer(bootstrap_servers=broker.bootstrap) as p:
             for i in range(10):
                 p.send(unique_topic, b"x", partition=5, timestamp=5000 + i)
             p.flush()
@@ -519,16 +528,19 @@ def test_ranges_past_the_high_watermark_end_there(broker, unique_topic):
     assert [o for b in streamed for o in b.column("offset").to_pylist()] == list(range(4, 10))
 
 
-def test_max_decompressed_bytes_is_a_client_setting(tansu, unique_topic):
+def test_max_decompressed_bytes_is_a_client_setting(broker, unique_topic):
     """A compressed batch expanding past max_decompressed_bytes is refused by
     poll_batch and the bounded reads (a decompression-bomb cap, default 256 MiB)."""
     from kproto.errors import DecompressionLimitError
     from kproto.spark import client_settings
 
     values = pa.array([b"x" * 1000] * 2000)                    # 2 MB, lz4 to a few KB
-    with Producer(bootstrap_servers=tansu.bootstrap, compression_type="lz4") as p:
+    # one batch (the mock answers a Fetch with one batch per partition: two batches
+    # of 1 MB would each pass the cap)
+    with Producer(bootstrap_servers=broker.bootstrap, compression_type="lz4",
+                  max_request_size=4 << 20) as p:
         p.send_batch(unique_topic, pa.table({"value": values}), partition=0).result(10)
-    small = {"bootstrap_servers": tansu.bootstrap, "max_decompressed_bytes": 1 << 20}
+    small = {"bootstrap_servers": broker.bootstrap, "max_decompressed_bytes": 1 << 20}
     with Consumer(**small, auto_offset_reset="earliest") as c:
         with pytest.raises(DecompressionLimitError, match="1048576"):
             c.read_range(unique_topic, {0: (0, 2000)})
@@ -536,21 +548,22 @@ def test_max_decompressed_bytes_is_a_client_setting(tansu, unique_topic):
         with pytest.raises(DecompressionLimitError):
             for _ in range(20):
                 c.poll_batch(500)
-    with Consumer(bootstrap_servers=tansu.bootstrap) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
         assert c.read_range(unique_topic, {0: (0, 2000)}).num_rows == 2000
     settings = client_settings({"kafka.bootstrap.servers": "h:1",
                                 "kafka.max.decompressed.bytes": "1000"})
     assert settings["max_decompressed_bytes"] == 1000
 
 
-def test_producer_forgets_idle_topics(tansu, unique_topic):
+@pytest.mark.brokers(needs=("create_topics",))
+def test_producer_forgets_idle_topics(broker, unique_topic):
     """metadata_max_idle_ms: a topic no longer produced to drops out of the
-    producer's metadata requests, so Tansu's auto-creation does not bring it back
+    producer's metadata requests, so the broker's auto-creation does not bring it back
     after it is deleted; producing to it again learns it again."""
     busy = unique_topic + "-busy"
-    with Producer(bootstrap_servers=tansu.bootstrap, metadata_max_age_ms=200,
+    with Producer(bootstrap_servers=broker.bootstrap, metadata_max_age_ms=200,
                   metadata_max_idle_ms=500) as p, \
-            Admin(bootstrap_servers=tansu.bootstrap) as admin:
+            Admin(bootstrap_servers=broker.bootstrap) as admin:
         p.send(unique_topic, b"x").result(10)
         time.sleep(1.6)                       # idle for longer than 500 ms, refreshed since
         assert unique_topic not in p._cluster.topics
@@ -564,15 +577,15 @@ def test_producer_forgets_idle_topics(tansu, unique_topic):
         assert unique_topic in p._cluster.topics
 
 
-def test_admin_groups_and_committed_offsets(tansu, unique_topic):
+@pytest.mark.brokers(needs=("admin_groups",))
+def test_admin_groups_and_committed_offsets(broker, unique_topic):
     group = f"g-{unique_topic}"
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
-        admin.create_topics({unique_topic: 3})
-    with Consumer(bootstrap_servers=tansu.bootstrap, group_id=group) as c:
+    broker.create_topic(unique_topic, 3)
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id=group) as c:
         c.commit({(unique_topic, 0): 7, (unique_topic, 1): 9})
         assert c.committed([(unique_topic, 0), (unique_topic, 2)]) == {
             TopicPartition(unique_topic, 0): 7, TopicPartition(unique_topic, 2): None}
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
         offsets = admin.list_consumer_group_offsets(group)
         assert offsets == {TopicPartition(unique_topic, 0): 7, TopicPartition(unique_topic, 1): 9}
         assert group in {g.group_id for g in admin.list_groups()}
@@ -636,20 +649,19 @@ def test_producer_send_to_unknown_host_times_out(unique_topic):
     assert not producer._sender.is_alive()
 
 
-def test_producer_close_leaves_no_threads(tansu, unique_topic):
+def test_producer_close_leaves_no_threads(broker, unique_topic):
     before = threading.active_count()
     for _ in range(3):
-        with Producer(bootstrap_servers=tansu.bootstrap) as p:
+        with Producer(bootstrap_servers=broker.bootstrap) as p:
             p.send(unique_topic, b"x").result(10)
     assert threading.active_count() == before
 
 
-def test_a_partition_the_topic_does_not_have_is_an_error_at_once(tansu, unique_topic):
+def test_a_partition_the_topic_does_not_have_is_an_error_at_once(broker, unique_topic):
     from kproto.errors import UnknownTopicOrPartitionError
 
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
-        admin.create_topics({unique_topic: 2})
-    with Consumer(bootstrap_servers=tansu.bootstrap) as c:
+    broker.create_topic(unique_topic, 2)
+    with Consumer(bootstrap_servers=broker.bootstrap) as c:
         start = time.monotonic()
         with pytest.raises(UnknownTopicOrPartitionError, match="has 2 partitions"):
             c.end_offsets([(unique_topic, 5)])
