@@ -8,6 +8,10 @@ records of earlier polls only, and its failure costs no records.
 
 Each test here failed before the fetch buffer (kproto/fetch_buffer.py) took
 the place of the list of fetched records.
+
+On the broker matrix (tests/brokers.py); a test that subscribes needs groups
+(not the mock). The KIP-392/KIP-320 tests stay on the mock: it is the
+multi-node cluster, with leader epochs (noida-db's are -1).
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import pytest
 
 from kproto import Admin, Consumer, Producer, TopicPartition
 from kproto.errors import TopicAuthorizationFailedError
-from kproto.testing import FaultProxy, TansuBroker, free_port
 
 pytestmark = pytest.mark.broker
 
@@ -29,32 +32,25 @@ FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100,
 GROUP = {**FAST, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
 
 
-@pytest.fixture(scope="module")
-def proxied():
-    """(broker, proxy): a Tansu broker reached only through a framed fault proxy."""
-    port = free_port()
-    broker = TansuBroker(advertised_port=port).start()
-    proxy = FaultProxy(broker.port, port=port, framed=True).start()
-    try:
-        yield broker, proxy
-    finally:
-        proxy.stop()
-        broker.stop()
-
-
 @pytest.fixture
-def proxy(proxied):
-    _, proxy = proxied
-    yield proxy
-    proxy.answer_hook = None
+def proxied(broker):
+    """The broker reached only through framed fault proxies (one per node)."""
+    with broker.proxied() as proxied:
+        yield proxied
 
 
-def _fill(bootstrap: str, topic: str, partitions: int, n: int, *, create: bool = True) -> None:
+def _hook(proxied, hook) -> None:
+    for proxy in proxied.proxies:
+        proxy.answer_hook = hook
+
+
+def _fill(broker, topic: str, partitions: int, n: int, *, bootstrap: str | None = None) -> None:
     """``n`` records of values ``p<partition>-<offset>`` in each partition (the topic
-    made first with CreateTopics, or, on the mock cluster, auto-created)."""
-    if create:
-        with Admin(bootstrap_servers=bootstrap) as admin:
-            admin.create_topics({topic: partitions})
+    made first with ``partitions`` partitions; ``broker`` None: auto-created), sent
+    to ``bootstrap`` (default the broker's)."""
+    if broker is not None:
+        broker.create_topic(topic, partitions)
+    bootstrap = bootstrap or broker.bootstrap
     with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
         for p in range(partitions):
             producer.send_batch(topic, pa.table({"value": [b"p%d-%d" % (p, i) for i in range(n)]}),
@@ -75,10 +71,10 @@ def _offsets(records: list, partition: int | None = None) -> list[int]:
     return [r.offset for r in records if partition is None or r.partition == partition]
 
 
-def test_position_and_commit_count_only_returned_records(tansu, unique_topic):
-    _fill(tansu.bootstrap, unique_topic, 1, 10)
+def test_position_and_commit_count_only_returned_records(broker, unique_topic):
+    _fill(broker, unique_topic, 1, 10)
     tp = TopicPartition(unique_topic, 0)
-    with Consumer(bootstrap_servers=tansu.bootstrap, group_id=unique_topic, **FAST) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id=unique_topic, **FAST) as c:
         c.assign([tp])
         got = _poll_until(c, 3, max_records=3)
         assert _offsets(got) == [0, 1, 2]
@@ -89,24 +85,26 @@ def test_position_and_commit_count_only_returned_records(tansu, unique_topic):
         assert c.position(tp) == 6
 
 
-def test_close_commits_only_returned_records(tansu, unique_topic):
+@pytest.mark.brokers(needs=("groups",))
+def test_close_commits_only_returned_records(broker, unique_topic):
     """poll(max_records=3) then close(): a restarted member resumes at offset 3."""
-    _fill(tansu.bootstrap, unique_topic, 1, 10)
+    _fill(broker, unique_topic, 1, 10)
     settings = {**GROUP, "group_id": unique_topic, "auto_commit_interval_ms": 60000}
-    with Consumer(bootstrap_servers=tansu.bootstrap, **settings) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap, **settings) as c:
         c.subscribe([unique_topic])
         assert _offsets(_poll_until(c, 3, max_records=3)) == [0, 1, 2]
-    with Consumer(bootstrap_servers=tansu.bootstrap, **settings) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap, **settings) as c:
         c.subscribe([unique_topic])
         assert _offsets(_poll_until(c, 7)) == list(range(3, 10))
 
 
-def test_auto_commit_covers_earlier_polls_only(tansu, unique_topic):
+@pytest.mark.brokers(needs=("groups",))
+def test_auto_commit_covers_earlier_polls_only(broker, unique_topic):
     """At-least-once: the records a poll returns are committed by a later poll."""
-    _fill(tansu.bootstrap, unique_topic, 1, 5)
+    _fill(broker, unique_topic, 1, 5)
     tp = TopicPartition(unique_topic, 0)
     settings = {**GROUP, "group_id": unique_topic, "auto_commit_interval_ms": 0}
-    with Consumer(bootstrap_servers=tansu.bootstrap, **settings) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap, **settings) as c:
         c.subscribe([unique_topic])
         got: list = []
         deadline = time.monotonic() + 20
@@ -122,12 +120,13 @@ def test_auto_commit_covers_earlier_polls_only(tansu, unique_topic):
         assert c.committed([tp]) == {tp: 5}
 
 
-def test_failed_auto_commit_keeps_the_polled_records(proxy, unique_topic):
+@pytest.mark.brokers(needs=("groups",))
+def test_failed_auto_commit_keeps_the_polled_records(broker, proxied, unique_topic):
     """Every OffsetCommit dies with its connection: polls still return every record."""
-    _fill(proxy.address, unique_topic, 1, 6)
+    _fill(broker, unique_topic, 1, 6, bootstrap=proxied.bootstrap)
     settings = {**GROUP, "group_id": unique_topic, "auto_commit_interval_ms": 0,
                 "request_timeout_ms": 1000, "session_timeout_ms": 6000}
-    with Consumer(bootstrap_servers=proxy.address, **settings) as c:
+    with Consumer(bootstrap_servers=proxied.bootstrap, **settings) as c:
         c.subscribe([unique_topic])
 
         def lose_commits(key, version, body):
@@ -135,18 +134,18 @@ def test_failed_auto_commit_keeps_the_polled_records(proxy, unique_topic):
                 raise ConnectionResetError("injected")
             return None
 
-        proxy.answer_hook = lose_commits
+        _hook(proxied, lose_commits)
         got: list = []
         deadline = time.monotonic() + 60
         while len(got) < 6 and time.monotonic() < deadline:
             got += c.poll(200, max_records=2)   # several polls, each auto-committing
         assert _offsets(got) == list(range(6))
-        assert proxy.faults.get("rewrite", 0) >= 1
-        proxy.answer_hook = None
+        assert sum(p.faults.get("rewrite", 0) for p in proxied.proxies) >= 1
+        _hook(proxied, None)
 
 
-def test_an_error_on_one_partition_keeps_the_others_records(proxy, unique_topic):
-    _fill(proxy.address, unique_topic, 2, 5)
+def test_an_error_on_one_partition_keeps_the_others_records(broker, proxied, unique_topic):
+    _fill(broker, unique_topic, 2, 5, bootstrap=proxied.bootstrap)
     tps = [TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)]
 
     def deny_partition_1(key, version, body):
@@ -158,8 +157,8 @@ def test_an_error_on_one_partition_keeps_the_others_records(proxy, unique_topic)
                         p["records"] = None
         return body
 
-    proxy.answer_hook = deny_partition_1
-    with Consumer(bootstrap_servers=proxy.address, **FAST) as c:
+    _hook(proxied, deny_partition_1)
+    with Consumer(bootstrap_servers=proxied.bootstrap, **FAST) as c:
         c.assign(tps)
         c.seek(tps[0], 0)
         c.seek(tps[1], 0)
@@ -171,15 +170,15 @@ def test_an_error_on_one_partition_keeps_the_others_records(proxy, unique_topic)
                 c.poll_batch(200)
         assert err.value.context["partition"] == 1
         assert c.position(tps[0]) == 5 and c.position(tps[1]) == 0
-        proxy.answer_hook = None
+        _hook(proxied, None)
         got = _poll_until(c, 5)
         assert _offsets(got, 1) == list(range(5)) and not _offsets(got, 0)
 
 
-def test_seek_drops_records_fetched_before_it(tansu, unique_topic):
-    _fill(tansu.bootstrap, unique_topic, 1, 10)
+def test_seek_drops_records_fetched_before_it(broker, unique_topic):
+    _fill(broker, unique_topic, 1, 10)
     tp = TopicPartition(unique_topic, 0)
-    with Consumer(bootstrap_servers=tansu.bootstrap, **FAST) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap, **FAST) as c:
         c.assign([tp])
         assert _offsets(_poll_until(c, 3, max_records=3)) == [0, 1, 2]
         c.seek(tp, 0)
@@ -190,10 +189,10 @@ def test_seek_drops_records_fetched_before_it(tansu, unique_topic):
         assert _offsets(c.poll(5000, max_records=1)) == [0]
 
 
-def test_pause_and_assign_drop_buffered_records(tansu, unique_topic):
-    _fill(tansu.bootstrap, unique_topic, 2, 20)
+def test_pause_and_assign_drop_buffered_records(broker, unique_topic):
+    _fill(broker, unique_topic, 2, 20)
     p0, p1 = TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)
-    with Consumer(bootstrap_servers=tansu.bootstrap, **FAST) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap, **FAST) as c:
         c.assign([p0, p1])
         got = _poll_until(c, 1, max_records=1)  # both partitions fetched, one record out
         c.pause(p1)
@@ -232,7 +231,7 @@ def test_fetches_follow_the_preferred_read_replica(mock_proxies, unique_topic):
     followed - the next Fetch of that partition goes to R - and an error from R
     sends the partition back to its leader (the mock serves no follower fetch)."""
     bootstrap = ",".join(p.address for p in mock_proxies.values())
-    _fill(bootstrap, unique_topic, 1, 5, create=False)   # (the mock has no CreateTopics)
+    _fill(None, unique_topic, 1, 5, bootstrap=bootstrap)   # auto-created
     tp = TopicPartition(unique_topic, 0)
     with Consumer(bootstrap_servers=bootstrap, client_rack="rack-b", **FAST) as c:
         c.assign([tp])
@@ -271,7 +270,7 @@ def test_fetch_carries_the_leader_epoch(mock_proxies, unique_topic):
     Metadata answers claim an epoch 5 newer than the mock's: no records until
     metadata tells the truth again, then all of them, once."""
     bootstrap = ",".join(p.address for p in mock_proxies.values())
-    _fill(bootstrap, unique_topic, 1, 5, create=False)
+    _fill(None, unique_topic, 1, 5, bootstrap=bootstrap)
     tp = TopicPartition(unique_topic, 0)
     refused = []
 
@@ -298,18 +297,19 @@ def test_fetch_carries_the_leader_epoch(mock_proxies, unique_topic):
         assert _offsets(_poll_until(c, 5)) == list(range(5))
 
 
-def test_an_answer_about_a_deleted_topic_is_not_called_damage(tansu, unique_topic):
+@pytest.mark.brokers(needs=("create_topics",))
+def test_an_answer_about_a_deleted_topic_is_not_called_damage(broker, unique_topic):
     """A Fetch for a topic deleted since the metadata was read: Tansu answers it
     with topic id 0 and UNKNOWN_TOPIC_OR_PARTITION (Kafka: the id it was asked
     about and UNKNOWN_TOPIC_ID). As Java, an answer part that does not match the
     request is ignored (and metadata refreshed), not raised as damage."""
     gone, kept = unique_topic + "-gone", unique_topic + "-kept"
-    _fill(tansu.bootstrap, gone, 1, 3)
-    _fill(tansu.bootstrap, kept, 1, 3)
-    with Consumer(bootstrap_servers=tansu.bootstrap, **FAST) as c:
+    _fill(broker, gone, 1, 3)
+    _fill(broker, kept, 1, 3)
+    with Consumer(bootstrap_servers=broker.bootstrap, **FAST) as c:
         c.assign([TopicPartition(gone, 0)])
         assert _offsets(_poll_until(c, 3)) == [0, 1, 2]
-        with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        with Admin(bootstrap_servers=broker.bootstrap) as admin:
             admin.delete_topics([gone])
         for _ in range(5):                      # Fetches of the deleted topic's id
             assert c.poll(200) == []

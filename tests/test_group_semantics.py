@@ -11,9 +11,12 @@
   assignment, kept across the eager revocation), so a member joining and then
   leaving moves as few partitions as possible.
 
-Tansu keeps a member whose heartbeats go on during a rebalance (each one
-refreshes its session, as Kafka does) and expels one silent for longer than
-the session timeout. It holds a follower's rejoin ~3 s, hence the timeouts.
+On the broker matrix (tests/brokers.py) where groups work: Tansu and noida-db
+(librdkafka's mock advertises JoinGroup v6 but reads v5). Session timeouts are
+3 s, raised to the broker's minimum (noida-db: 6 s, as Kafka). Tansu keeps a
+member whose heartbeats go on during a rebalance (each one refreshes its
+session, as Kafka does) and expels one silent for longer than the session
+timeout. It holds a follower's rejoin ~3 s, hence the timeouts.
 """
 
 from __future__ import annotations
@@ -22,13 +25,12 @@ import time
 
 import pytest
 
-from kproto import Admin, Consumer, TopicPartition
+from kproto import Consumer, TopicPartition
 from kproto.errors import CommitFailedError, FencedInstanceIdError
-from kproto.testing import FaultProxy, TansuBroker, free_port
 
 from .test_groups import Member, _wait
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.brokers(needs=("groups",))]
 
 # short enough to keep the tests quick, long enough for a loaded 2-core machine
 SESSION_MS = 3000
@@ -40,25 +42,22 @@ OFFSET_COMMIT, HEARTBEAT = 8, 12
 REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION = 27, 25, 22
 
 
-@pytest.fixture(scope="module")
-def proxied():
-    """(broker, proxy): a Tansu broker reached only through a framed fault proxy,
-    whose ``answer_hook`` injects errors into the broker's real answers."""
-    port = free_port()
-    broker = TansuBroker(advertised_port=port).start()
-    proxy = FaultProxy(broker.port, port=port, framed=True).start()
-    try:
-        yield broker, proxy
-    finally:
-        proxy.stop()
-        broker.stop()
+def fast(broker, session_ms: int = SESSION_MS) -> dict:
+    """FAST, with the session timeout raised to the broker's minimum."""
+    return {**FAST, "session_timeout_ms": broker.session_timeout_ms(session_ms)}
+
+
+@pytest.fixture
+def proxied(broker):
+    """The broker reached only through a framed fault proxy, whose ``answer_hook``
+    injects errors into the broker's real answers."""
+    with broker.proxied() as proxied:
+        yield proxied
 
 
 @pytest.fixture
 def proxy(proxied):
-    _, proxy = proxied
-    yield proxy
-    proxy.answer_hook = None
+    return proxied.proxy
 
 
 class Events:
@@ -93,27 +92,27 @@ def _assignments(member: Member) -> list[set[TopicPartition]]:
     return [tps for kind, tps in list(member.events) if kind == "assigned"]
 
 
-def test_slow_member_keeps_heartbeating_until_it_rejoins(tansu, unique_topic):
+def test_slow_member_keeps_heartbeating_until_it_rejoins(broker, unique_topic):
     """A gets REBALANCE_IN_PROGRESS (B joins) and then does not poll for 2.5
     session timeouts: it must not be expelled (B never gets A's partitions),
     and its next poll rejoins with the same member id."""
     group = f"g-{unique_topic}"
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
-        admin.create_topics({unique_topic: 4})
+    broker.create_topic(unique_topic, 4)
+    settings = fast(broker)
     listener = Events()
-    a = Consumer(bootstrap_servers=tansu.bootstrap, group_id=group,
-                 max_poll_interval_ms=60000, **FAST)
+    a = Consumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                 max_poll_interval_ms=60000, **settings)
     b = None
     try:
         a.subscribe([unique_topic], listener=listener)
         _poll_until(a, lambda: a.assignment() == _all(unique_topic, 4), 30, "A owning all")
         member_a = a._group.member_id
-        b = Member(tansu.bootstrap, group, unique_topic, max_poll_interval_ms=60000, **FAST)
+        b = Member(broker.bootstrap, group, unique_topic, max_poll_interval_ms=60000, **settings)
         b.start()
         # A's heartbeat sees the rebalance B's join started ...
         _wait(lambda: a._group._needs_join, 20, "A's heartbeat to see the rebalance")
         # ... and A is busy for 2.5 session timeouts, polling nothing
-        time.sleep(2.5 * SESSION_MS / 1000)
+        time.sleep(2.5 * settings["session_timeout_ms"] / 1000)
         assert _all(unique_topic, 4) not in _assignments(b), \
             "A was expelled: B got all its partitions while A was busy"
         # the next poll rejoins: the partitions are split, A still the same member
@@ -132,18 +131,17 @@ def test_slow_member_keeps_heartbeating_until_it_rejoins(tansu, unique_topic):
     assert b.error is None, b.error
 
 
-def test_member_not_polling_for_max_poll_interval_leaves_the_group(tansu, unique_topic):
+def test_member_not_polling_for_max_poll_interval_leaves_the_group(broker, unique_topic):
     """A stops polling for longer than max_poll_interval_ms (but less than the
     session timeout): its heartbeat thread leaves the group, B takes all the
     partitions, A's commit fails, and A's next poll rejoins."""
     group = f"g-{unique_topic}"
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
-        admin.create_topics({unique_topic: 4})
-    settings = {**FAST, "session_timeout_ms": 4000}
+    broker.create_topic(unique_topic, 4)
+    settings = fast(broker, 4000)
     listener = Events()
-    a = Consumer(bootstrap_servers=tansu.bootstrap, group_id=group,
+    a = Consumer(bootstrap_servers=broker.bootstrap, group_id=group,
                  max_poll_interval_ms=1500, enable_auto_commit=False, **settings)
-    b = Member(tansu.bootstrap, group, unique_topic, max_poll_interval_ms=60000, **settings)
+    b = Member(broker.bootstrap, group, unique_topic, max_poll_interval_ms=60000, **settings)
     try:
         a.subscribe([unique_topic], listener=listener)
         _poll_until(a, lambda: a.assignment() == _all(unique_topic, 4), 30, "A owning all")
@@ -171,22 +169,21 @@ def test_member_not_polling_for_max_poll_interval_leaves_the_group(tansu, unique
     assert b.error is None, b.error
 
 
-def test_sticky_assignor_keeps_partitions_with_their_owners(tansu, unique_topic):
+def test_sticky_assignor_keeps_partitions_with_their_owners(broker, unique_topic):
     """Two kproto members with ``sticky`` own 3+3 partitions; a third joins
     (each keeps 2 of its 3) and leaves (each keeps those 2 and gets one back)."""
     group = f"g-{unique_topic}"
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
-        admin.create_topics({unique_topic: 6})
-    settings = {**FAST, "partition_assignment_strategy": ["sticky"],
+    broker.create_topic(unique_topic, 6)
+    settings = {**fast(broker), "partition_assignment_strategy": ["sticky"],
                 "max_poll_interval_ms": 60000}
-    members = [Member(tansu.bootstrap, group, unique_topic, **settings) for _ in range(2)]
+    members = [Member(broker.bootstrap, group, unique_topic, **settings) for _ in range(2)]
     third = None
     try:
         for m in members:
             m.start()
         _wait(lambda: [len(m.assignment) for m in members] == [3, 3], 60, "a 3/3 split")
         before = [m.assignment for m in members]
-        third = Member(tansu.bootstrap, group, unique_topic, **settings)
+        third = Member(broker.bootstrap, group, unique_topic, **settings)
         third.start()
         _wait(lambda: [len(m.assignment) for m in members + [third]] == [2, 2, 2], 60,
               "a 2/2/2 split")
@@ -208,24 +205,23 @@ def test_sticky_assignor_keeps_partitions_with_their_owners(tansu, unique_topic)
     assert all(m.error is None for m in members + [third])
 
 
-def _joined_alone(proxy: FaultProxy, topic: str, listener: Events, **settings) -> Consumer:
-    """A consumer (through ``proxy``) that owns ``topic``'s 2 partitions alone."""
-    with Admin(bootstrap_servers=proxy.address) as admin:
-        admin.create_topics({topic: 2})
-    c = Consumer(bootstrap_servers=proxy.address, group_id=f"g-{topic}",
-                 enable_auto_commit=False, **{**FAST, **settings})
+def _joined_alone(proxied, topic: str, listener: Events, **settings) -> Consumer:
+    """A consumer (through ``proxied``'s proxy) that owns ``topic``'s 2 partitions alone."""
+    proxied.broker.create_topic(topic, 2)
+    c = Consumer(bootstrap_servers=proxied.bootstrap, group_id=f"g-{topic}",
+                 enable_auto_commit=False, **{**fast(proxied.broker), **settings})
     c.subscribe([topic], listener=listener)
     _poll_until(c, lambda: c.assignment() == _all(topic, 2), 30, "the assignment")
     return c
 
 
-def test_heartbeats_go_on_after_rebalance_in_progress(proxy, unique_topic):
+def test_heartbeats_go_on_after_rebalance_in_progress(proxied, proxy, unique_topic):
     """Every heartbeat answer says REBALANCE_IN_PROGRESS while the application
     does not poll: the heartbeats go on (Java only requests a rejoin), the member
     may still commit (it is still in its generation), and its next poll rejoins
     with the same member id."""
     listener = Events()
-    c = _joined_alone(proxy, unique_topic, listener, max_poll_interval_ms=60000)
+    c = _joined_alone(proxied, unique_topic, listener, max_poll_interval_ms=60000)
     try:
         member = c._group.member_id
         seen: list[float] = []
@@ -252,14 +248,14 @@ def test_heartbeats_go_on_after_rebalance_in_progress(proxy, unique_topic):
         c.close()
 
 
-def test_out_of_generation_commits_fail_and_partitions_are_lost(proxy, unique_topic):
+def test_out_of_generation_commits_fail_and_partitions_are_lost(proxied, proxy, unique_topic):
     """UNKNOWN_MEMBER_ID from a heartbeat puts the member out of the group: a
     commit raises CommitFailedError (not sent with a stale generation), and the
     next poll reports the partitions lost and rejoins with a new member id.
     ILLEGAL_GENERATION from an OffsetCommit also raises CommitFailedError and
     forces a rejoin, keeping the member id."""
     listener = Events()
-    c = _joined_alone(proxy, unique_topic, listener, max_poll_interval_ms=60000)
+    c = _joined_alone(proxied, unique_topic, listener, max_poll_interval_ms=60000)
     tp0 = TopicPartition(unique_topic, 0)
     try:
         member = c._group.member_id
@@ -304,11 +300,11 @@ def test_out_of_generation_commits_fail_and_partitions_are_lost(proxy, unique_to
         c.close()
 
 
-def test_fenced_instance_id_from_a_heartbeat_is_raised_by_the_next_poll(proxy, unique_topic):
+def test_fenced_instance_id_from_a_heartbeat_is_raised_by_the_next_poll(proxied, proxy, unique_topic):
     """FENCED_INSTANCE_ID (another process uses this group_instance_id) is fatal
     in Java: the heartbeat thread records it and the next poll raises it."""
     listener = Events()
-    c = _joined_alone(proxy, unique_topic, listener, max_poll_interval_ms=60000,
+    c = _joined_alone(proxied, unique_topic, listener, max_poll_interval_ms=60000,
                       group_instance_id=f"static-{unique_topic}")
     try:
         def fenced(key, version, body):

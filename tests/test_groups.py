@@ -1,7 +1,9 @@
-"""Consumer groups against Tansu: join/sync/heartbeat, rebalance on leave, commits.
+"""Consumer groups against real brokers: join/sync/heartbeat, rebalance on leave, commits.
 
-Tansu forms a group only after half the session timeout, so these tests use a
-short one (6 s). Three kproto consumers split a 12-partition topic; one
+On the broker matrix (tests/brokers.py) where groups work: Tansu and noida-db
+(librdkafka's mock advertises JoinGroup v6 but reads v5). Tansu forms a group
+only after half the session timeout, so these tests use a short one (6 s, also
+noida-db's minimum, Kafka's ``group.min.session.timeout.ms``). Three kproto consumers split a 12-partition topic; one
 leaves (LeaveGroup on close, committing its positions first) and the other
 two take over its partitions from the committed offsets: every record is
 delivered exactly once across the rebalance.
@@ -80,12 +82,12 @@ def _wait(predicate, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def test_three_consumers_split_then_two_take_over(tansu, unique_topic):
+@pytest.mark.brokers(needs=("groups",))
+def test_three_consumers_split_then_two_take_over(broker, unique_topic):
     group = f"g-{unique_topic}"
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
-        admin.create_topics({unique_topic: 12})
-    _produce(tansu.bootstrap, unique_topic, 12, 50, "a")
-    members = [Member(tansu.bootstrap, group, unique_topic) for _ in range(3)]
+    broker.create_topic(unique_topic, 12)
+    _produce(broker.bootstrap, unique_topic, 12, 50, "a")
+    members = [Member(broker.bootstrap, group, unique_topic) for _ in range(3)]
     for m in members:
         m.start()
     try:
@@ -100,7 +102,7 @@ def test_three_consumers_split_then_two_take_over(tansu, unique_topic):
         leaver.join(30)
         assert not leaver.is_alive() and leaver.error is None
         _wait(lambda: all(len(m.assignment) == 6 for m in members), 60, "a 6/6 split")
-        _produce(tansu.bootstrap, unique_topic, 12, 50, "b")
+        _produce(broker.bootstrap, unique_topic, 12, 50, "b")
         _wait(lambda: sum(len(m.seen) for m in members + [leaver]) >= 1200, 60,
               "all 1200 records")
         time.sleep(0.5)       # anything delivered twice would show up by now
@@ -118,24 +120,24 @@ def test_three_consumers_split_then_two_take_over(tansu, unique_topic):
     taken = set().union(*(m.assignment for m in members))
     assert leaver.assignment <= taken
     # the group's committed offsets are the ends of the log after closing
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
         offsets = admin.list_consumer_group_offsets(group)
     assert offsets == {TopicPartition(unique_topic, p): 100 for p in range(12)}
 
 
+@pytest.mark.brokers(needs=("groups",))
 @pytest.mark.parametrize("strategy", ["roundrobin", "sticky"])
-def test_other_assignors_and_describe_group(tansu, unique_topic, strategy):
+def test_other_assignors_and_describe_group(broker, unique_topic, strategy):
     group = f"g-{strategy}-{unique_topic}"
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
-        admin.create_topics({unique_topic: 5})
-    members = [Member(tansu.bootstrap, group, unique_topic,
+    broker.create_topic(unique_topic, 5)
+    members = [Member(broker.bootstrap, group, unique_topic,
                       partition_assignment_strategy=[strategy]) for _ in range(2)]
     for m in members:
         m.start()
     try:
         _wait(lambda: sorted(len(m.assignment) for m in members) == [2, 3], 60,
               "a 2/3 split")
-        with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        with Admin(bootstrap_servers=broker.bootstrap) as admin:
             [desc] = admin.describe_groups([group])
         # Tansu 0.6 leaves DescribeGroups' protocol_data (the chosen assignor) empty
         assert desc.protocol_type == "consumer" and desc.protocol in (strategy, "")
