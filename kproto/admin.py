@@ -15,13 +15,14 @@ from typing import Any
 
 from . import protocol
 from .config import resolve
-from .consumer import OffsetAndTimestamp, TopicPartition, _tp
 from .errors import KprotoError, error_for_code
-from .group import find_coordinator, offset_fetch_fields
 from .net.blocking import Fields
 from .net.cluster import ClusterMetadata
 from .protocol import ApiKey
-from .reader import EARLIEST, LATEST, list_offsets
+from .protocol.requests import offset_fetch_fields
+from .reader import list_offsets
+from .structs import EARLIEST, LATEST, OffsetAndTimestamp, TopicPartition
+from .structs import as_tp as _tp
 
 __all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription"]
 
@@ -224,7 +225,7 @@ class Admin:
                              ) -> dict[str, Any]:
         deadline = time.monotonic() + self._cluster.request_timeout
         while True:
-            address = find_coordinator(self._cluster, group_id)
+            address = self._cluster.find_coordinator(group_id)
             conn = self._cluster.new_connection(address)
             try:
                 return conn.request(api_key, fields)

@@ -47,8 +47,17 @@ from .net.blocking import BrokerConnection
 from .net.cluster import Cluster
 from .net.connection import Request, Response
 from .protocol import ApiKey
-from .reader import topic_of
 from .records.columns import Record, RecordColumns
+from .structs import (
+    EARLIEST,
+    LATEST,
+    OffsetAndTimestamp,
+    SubscriptionState,
+    TopicPartition,
+    as_tp,
+    topic_id_of,
+    topic_of,
+)
 
 if TYPE_CHECKING:
     import pyarrow
@@ -59,29 +68,8 @@ __all__ = ["Consumer", "TopicPartition", "OffsetAndTimestamp"]
 
 log = logging.getLogger("kproto.consumer")
 
-EARLIEST, LATEST = -2, -1
 _OUT_OF_RANGE = 1
-
-
-class TopicPartition(NamedTuple):
-    """A (topic, partition) pair; plain tuples are accepted wherever one is."""
-
-    topic: str
-    partition: int
-
-
-class OffsetAndTimestamp(NamedTuple):
-    """What :meth:`Consumer.offsets_for_times` finds: the first offset at or after a time."""
-
-    offset: int
-    timestamp: int
-
-
-def _tp(x: Any) -> TopicPartition:
-    if isinstance(x, TopicPartition):
-        return x
-    topic, partition = x
-    return TopicPartition(str(topic), int(partition))
+_tp = as_tp
 
 
 class _Fetch(NamedTuple):
@@ -104,9 +92,7 @@ class Consumer:
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = resolve("consumer", config, **settings)
         self._cluster = Cluster(self.config)
-        self._assignment: list[TopicPartition] = []
-        self._positions: dict[TopicPartition, int | None] = {}
-        self._paused: set[TopicPartition] = set()
+        self._subs = SubscriptionState()     # assignment, positions, paused (structs.py)
         self._fetches: dict[int, _Fetch] = {}
         self._fetch_conns: dict[int, BrokerConnection] = {}
         self._read_committed = self.config["isolation_level"] == "read_committed"
@@ -128,16 +114,14 @@ class Consumer:
 
     def _set_assignment(self, tps: list[TopicPartition]) -> None:
         self._check_open()
-        self._assignment = list(dict.fromkeys(tps))
-        keep = set(self._assignment)
-        self._positions = {tp: self._positions.get(tp) for tp in self._assignment}
-        self._paused &= keep
+        self._subs.assign(tps)
+        keep = set(self._subs.assignment)
         self._buffer.discard(keep.__contains__)
-        self._cluster.add_topics({tp.topic for tp in self._assignment})
+        self._cluster.add_topics({tp.topic for tp in self._subs.assignment})
 
     def assignment(self) -> set[TopicPartition]:
         """The partitions this consumer reads now."""
-        return set(self._assignment)
+        return set(self._subs.assignment)
 
     def subscribe(self, topics: Iterable[str] | str | None = None, *, pattern: str | None = None,
                   listener: RebalanceListener | None = None) -> None:
@@ -152,7 +136,7 @@ class Consumer:
 
         if not self.config["group_id"]:
             raise ConfigError("subscribe() needs group_id")
-        if self._assignment and (self._group is None or not self._group.subscribed):
+        if self._subs.assignment and (self._group is None or not self._group.subscribed):
             raise IllegalStateError("subscribe() cannot be mixed with assign(); "
                                     "call unsubscribe() first")
         if isinstance(topics, str):
@@ -161,7 +145,7 @@ class Consumer:
         if regex is None and not topics:
             raise ValueError("subscribe() needs topics or a pattern")
         if self._group is None:
-            self._group = GroupCoordinator(self, self._cluster, self.config)
+            self._group = GroupCoordinator(self._subs, self._cluster, self.config)
         self._group.subscribe(set(topics or ()), regex, listener)
 
     def unsubscribe(self) -> None:
@@ -179,7 +163,7 @@ class Consumer:
         self._require_assigned(tp)
         if offset < 0:
             raise ValueError(f"offset must be >= 0, not {offset}")
-        self._positions[tp] = int(offset)
+        self._subs.positions[tp] = int(offset)
         self._buffer.discard(lambda t: t != tp)
 
     def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
@@ -191,12 +175,12 @@ class Consumer:
         self._seek_to(LATEST, partitions)
 
     def _seek_to(self, which: int, partitions: tuple[tuple[str, int], ...]) -> None:
-        tps = [_tp(p) for p in partitions] or list(self._assignment)
+        tps = [_tp(p) for p in partitions] or list(self._subs.assignment)
         for tp in tps:
             self._require_assigned(tp)
         offsets = self._list_offsets({tp: which for tp in tps})
         for tp in tps:
-            self._positions[tp] = offsets[tp][0]
+            self._subs.positions[tp] = offsets[tp][0]
         moved = set(tps)
         self._buffer.discard(lambda t: t not in moved)
 
@@ -206,19 +190,19 @@ class Consumer:
         tp = _tp(partition)
         self._require_assigned(tp)
         self._resolve_positions()
-        pos = self._positions[tp]
+        pos = self._subs.positions[tp]
         assert pos is not None
         return pos
 
     def pause(self, *partitions: tuple[str, int]) -> None:
         """Return no records of these partitions until :meth:`resume` (records
         already fetched are dropped and fetched again after it)."""
-        self._paused |= {_tp(p) for p in partitions}
-        self._buffer.discard(lambda t: t not in self._paused)
+        self._subs.paused |= {_tp(p) for p in partitions}
+        self._buffer.discard(lambda t: t not in self._subs.paused)
 
     def resume(self, *partitions: tuple[str, int]) -> None:
         """Fetch these partitions again (from their positions)."""
-        self._paused -= {_tp(p) for p in partitions}
+        self._subs.paused -= {_tp(p) for p in partitions}
 
     # ------------------------------------------------------------------ offsets
 
@@ -249,7 +233,7 @@ class Consumer:
         ``poll`` has returned) for ``group_id``, synchronously."""
         if offsets is None:
             self._resolve_positions()
-            todo = {tp: pos for tp, pos in self._positions.items() if pos is not None}
+            todo = {tp: pos for tp, pos in self._subs.positions.items() if pos is not None}
         else:
             todo = {_tp(p): int(o) for p, o in offsets.items()}
         self._require_group_coordinator().commit(todo)
@@ -260,7 +244,7 @@ class Consumer:
         if not self.config["group_id"]:
             raise ConfigError("committed offsets need group_id")
         if self._group is None:
-            self._group = GroupCoordinator(self, self._cluster, self.config)
+            self._group = GroupCoordinator(self._subs, self._cluster, self.config)
         return self._group
 
     # ------------------------------------------------------------------ reading
@@ -294,7 +278,8 @@ class Consumer:
             self._group.maybe_auto_commit()
         while True:
             self._resolve_or_wait()
-            got = self._buffer.collect(self._positions, self._readable, max_records)
+            got = self._buffer.collect(self._subs.positions, self._subs.is_readable,
+                                      max_records)
             if got.pieces:
                 self._send_fetches()
                 return got
@@ -306,9 +291,6 @@ class Consumer:
                 return got
             if self._group is not None:
                 self._group.poll()
-
-    def _readable(self, tp: TopicPartition) -> bool:
-        return tp not in self._paused and tp in self._positions
 
     def read_range(self, topic: str, ranges: Mapping[int, tuple[Bound, Bound]] | None = None,
                    *, timeout_ms: int | None = None, headers: bool = True) -> pyarrow.Table:
@@ -404,7 +386,7 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"<Consumer {','.join(self._cluster.bootstrap_servers)} " \
-               f"{len(self._assignment)} partitions>"
+               f"{len(self._subs.assignment)} partitions>"
 
     # ------------------------------------------------------------------ internals
 
@@ -413,13 +395,13 @@ class Consumer:
             raise IllegalStateError("the consumer is closed")
 
     def _require_assigned(self, tp: TopicPartition) -> None:
-        if tp not in self._positions:
+        if tp not in self._subs.positions:
             raise IllegalStateError(f"{tp.topic}[{tp.partition}] is not assigned to this consumer")
 
     def _resolve_positions(self, topic: str | None = None) -> None:
         """Positions for the partitions (of ``topic``, or all) that have none: the
         committed offset, else ``auto_offset_reset``."""
-        missing = [tp for tp, pos in self._positions.items()
+        missing = [tp for tp, pos in self._subs.positions.items()
                    if pos is None and (topic is None or tp.topic == topic)]
         if not missing:
             return
@@ -427,8 +409,8 @@ class Consumer:
             committed = self._require_group_coordinator().fetch_committed(missing)
             for tp, off in committed.items():
                 if off is not None and off >= 0:
-                    self._positions[tp] = off
-            missing = [tp for tp in missing if self._positions[tp] is None]
+                    self._subs.positions[tp] = off
+            missing = [tp for tp in missing if self._subs.positions[tp] is None]
         if missing:
             self._reset(missing)
 
@@ -442,7 +424,7 @@ class Consumer:
         except UnknownTopicOrPartitionError as exc:
             log.warning("%s; waiting for it to be created", exc)
             missing = exc.context.get("topic")
-            for topic in sorted({tp.topic for tp, pos in self._positions.items()
+            for topic in sorted({tp.topic for tp, pos in self._subs.positions.items()
                                  if pos is None and tp.topic != missing}):
                 try:
                     self._resolve_positions(topic)
@@ -460,7 +442,7 @@ class Consumer:
         which = EARLIEST if policy == "earliest" else LATEST
         found = self._list_offsets({tp: which for tp in tps})
         for tp in tps:
-            self._positions[tp] = found[tp][0]
+            self._subs.positions[tp] = found[tp][0]
 
     def _list_offsets(self, wanted: Mapping[TopicPartition, int], *,
                       auto_create: bool | None = None) -> dict[TopicPartition, tuple[int, int]]:
@@ -481,9 +463,9 @@ class Consumer:
         waiting = self._buffer.partitions()
         for fetch in self._fetches.values():
             waiting.update(fetch.offsets)
-        fetchable = [tp for tp in self._assignment
-                     if tp not in self._paused and tp not in waiting
-                     and self._positions.get(tp) is not None]
+        fetchable = [tp for tp in self._subs.assignment
+                     if tp not in self._subs.paused and tp not in waiting
+                     and self._subs.positions.get(tp) is not None]
         if not fetchable:
             return
         if self._cluster.needs_refresh:
@@ -500,7 +482,7 @@ class Consumer:
         for node, tps in by_node.items():
             if node in self._fetches:
                 continue
-            offsets = {TopicPartition(*tp): self._positions[TopicPartition(*tp)] for tp in tps}
+            offsets = {TopicPartition(*tp): self._subs.positions[TopicPartition(*tp)] for tp in tps}
             fields = self._fetch_fields(offsets)
             try:
                 conn = self._fetch_connection(node)
@@ -570,7 +552,7 @@ class Consumer:
             "max_wait_ms": c["fetch_max_wait_ms"], "min_bytes": c["fetch_min_bytes"],
             "max_bytes": c["fetch_max_bytes"], "isolation_level": int(self._read_committed),
             "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "topic_id": _topic_id(meta, t), "partitions": ps}
+            "topics": [{"topic": t, "topic_id": topic_id_of(meta, t), "partitions": ps}
                        for t, ps in topics.items()],
             "forgotten_topics_data": [], "rack_id": c["client_rack"] or "",
         }
@@ -649,7 +631,7 @@ class Consumer:
         out = []
         for tp, p in parts:
             asked = fetch.offsets[tp]
-            if self._positions.get(tp) != asked:
+            if self._subs.positions.get(tp) != asked:
                 continue
             try:
                 done = self._completed(tp, asked, p, fetch.node)
@@ -765,9 +747,3 @@ def _leader_epoch(meta: Any, tp: TopicPartition) -> int:
     info = meta.topics.get(tp.topic)
     part = info.partitions.get(tp.partition) if info is not None else None
     return part.leader_epoch if part is not None else -1
-
-
-def _topic_id(meta: Any, topic: str) -> uuid.UUID:
-    info = meta.topics.get(topic)
-    return info.topic_id if info is not None and info.topic_id is not None else uuid.UUID(int=0)
-

@@ -30,8 +30,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from . import protocol
 from .errors import (
@@ -45,9 +45,8 @@ from .errors import (
 from .net.blocking import BrokerConnection, Fields
 from .net.cluster import Cluster
 from .protocol import ApiKey
-
-if TYPE_CHECKING:
-    from .consumer import Consumer, TopicPartition
+from .protocol.requests import offset_fetch_fields
+from .structs import SubscriptionState, TopicPartition
 
 __all__ = ["CommitFailedError", "GroupCoordinator", "RebalanceListener"]
 
@@ -79,35 +78,6 @@ class RebalanceListener(Protocol):
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
 
 
-def find_coordinator(cluster: Cluster, group_id: str) -> str:
-    """The address ("host:port") of ``group_id``'s coordinator (FindCoordinator,
-    retried while the coordinator is loading or not available)."""
-
-    def attempt() -> str:
-        body = cluster.request_any(ApiKey.FIND_COORDINATOR, lambda v: {
-            "key_type": 0, **({"coordinator_keys": [group_id]} if v >= 4 else {"key": group_id})})
-        found = body["coordinators"][0] if body.get("coordinators") else body
-        cls = error_for_code(found["error_code"])
-        if cls is not None:
-            raise cls("FindCoordinator failed", group=group_id)
-        host = found["host"]
-        return f"[{host}]:{found['port']}" if ":" in host else f"{host}:{found['port']}"
-
-    address: str = cluster.call(attempt, "FindCoordinator")
-    return address
-
-
-def offset_fetch_fields(group_id: str, topics: list[dict[str, Any]] | None
-                        ) -> Callable[[int], dict[str, Any]]:
-    """OffsetFetch fields for any version (v8+ batches groups); ``topics`` None: all."""
-    def fields(version: int) -> dict[str, Any]:
-        if version >= 8:
-            return {"groups": [{"group_id": group_id, "topics": topics}],
-                    "require_stable": True}
-        return {"group_id": group_id, "topics": topics, "require_stable": version >= 7}
-    return fields
-
-
 class _Rejoin(Exception):
     """The group moved on (new generation, unknown member): join again."""
 
@@ -115,10 +85,12 @@ class _Rejoin(Exception):
 class GroupCoordinator:
     """Membership of one consumer in ``group_id`` and the group's committed offsets."""
 
-    def __init__(self, consumer: Consumer, cluster: Cluster, config: Mapping[str, Any]) -> None:
+    def __init__(self, subscription: SubscriptionState, cluster: Cluster,
+                 config: Mapping[str, Any]) -> None:
         from .assignors import get_assignor
 
-        self.consumer = consumer
+        #: the consumer's partitions and positions: assigned here, committed from here
+        self.subscription = subscription
         self.cluster = cluster
         self.config = config
         self.group_id: str = config["group_id"]
@@ -154,7 +126,7 @@ class GroupCoordinator:
             if self._conn is not None and self._conn.connected:
                 return self._conn
             self._conn = None
-            address = find_coordinator(self.cluster, self.group_id)
+            address = self.cluster.find_coordinator(self.group_id)
             conn = self.cluster.new_connection(address)
             conn.connect()
             self._conn = conn
@@ -279,7 +251,7 @@ class GroupCoordinator:
             self._needs_join = True
 
     def _rebalance(self) -> None:
-        revoked = self.consumer.assignment()
+        revoked = self.subscription.assigned()
         if self._joined and revoked:
             self.maybe_auto_commit(force=True)
         if revoked and self.listener is not None:
@@ -288,7 +260,7 @@ class GroupCoordinator:
             lost = getattr(self.listener, "on_partitions_lost", None) \
                 if not self._joined else None
             (lost or self.listener.on_partitions_revoked)(revoked)
-        self.consumer._set_assignment([])
+        self._set_assignment([])
         with self._lock:           # no heartbeat from here until the new generation
             self._joined = False
         while True:
@@ -301,14 +273,16 @@ class GroupCoordinator:
             self._joined = True
             self._needs_join = False            # as Java: on SyncGroup success
             self._last_poll = time.monotonic()   # Java resets the poll timer on joining
-        self.consumer._set_assignment(sorted(assigned))
+        self._set_assignment(sorted(assigned))
         self._start_heartbeat()
         if self.listener is not None:
             self.listener.on_partitions_assigned(set(assigned))
 
-    def _join_and_sync(self) -> list[TopicPartition]:
-        from .consumer import TopicPartition
+    def _set_assignment(self, tps: list[TopicPartition]) -> None:
+        self.subscription.assign(tps)
+        self.cluster.add_topics({tp.topic for tp in tps})
 
+    def _join_and_sync(self) -> list[TopicPartition]:
         topics = self._subscribed_topics()
         self.cluster.wait_for_topics(topics, self.cluster.request_timeout) if topics else None
         # The eager protocol (the only one kproto's assignors speak) revoked
@@ -317,7 +291,7 @@ class GroupCoordinator:
         # built from the last assignment received (Java's StickyAssignor keeps it
         # from onAssignment), with the generation it was received in.
         owned: dict[str, list[int]] = {}
-        for tp in self.consumer.assignment():
+        for tp in self.subscription.assignment:
             owned.setdefault(tp.topic, []).append(tp.partition)
         protocols = []
         for a in self.assignors:
@@ -569,8 +543,6 @@ class GroupCoordinator:
 
     def fetch_committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         """OffsetFetch: the committed offset of each partition (None when none)."""
-        from .consumer import TopicPartition
-
         wanted = list(tps)
         topics: dict[str, list[int]] = {}
         for tp in wanted:
@@ -619,7 +591,7 @@ class GroupCoordinator:
         if not force and time.monotonic() - self._last_commit < \
                 self.config["auto_commit_interval_ms"] / 1000:
             return
-        positions = {tp: pos for tp, pos in self.consumer._positions.items() if pos is not None}
+        positions = self.subscription.committable()
         try:
             self.commit(positions, retry=force)
         except KprotoError as exc:

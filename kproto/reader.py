@@ -15,11 +15,10 @@ import queue
 import selectors
 import threading
 import time
-import uuid
 from collections.abc import Callable, Generator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +34,7 @@ from .errors import (
 from .net.blocking import BrokerConnection, Fields
 from .net.cluster import Cluster
 from .protocol import ApiKey
+from .structs import EARLIEST, LATEST, TopicPartition, topic_id_of, topic_of
 
 if TYPE_CHECKING:
     import pyarrow
@@ -43,24 +43,7 @@ __all__ = ["read_ranges", "read_ranges_result", "iter_ranges", "list_offsets", "
 
 log = logging.getLogger("kproto.reader")
 
-EARLIEST, LATEST = -2, -1
-
-
-class _TP(NamedTuple):
-    topic: str
-    partition: int
-
-
-def _topic_id(cluster: Cluster, topic: str) -> uuid.UUID:
-    info = cluster.metadata.topics.get(topic)
-    return info.topic_id if info is not None and info.topic_id is not None else uuid.UUID(int=0)
-
-
-def topic_of(p: Any, names: Mapping[uuid.UUID, str]) -> str:
-    """The topic name of a sliced Fetch partition (v13+ name topics by id)."""
-    if p.topic is not None:
-        return str(p.topic)
-    return names.get(p.topic_id, str(p.topic_id)) if p.topic_id is not None else ""
+_TP = TopicPartition     # (the name the stepping reader uses)
 
 
 def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[Any, int],
@@ -165,7 +148,7 @@ def _high_watermarks(cluster: Cluster, at: Mapping[Any, int], read_committed: bo
             # min_bytes 1: Tansu answers min_bytes 0 with no partitions at all
             "max_wait_ms": 50, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": int(read_committed), "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "topic_id": _topic_id(cluster, t), "partitions": ps}
+            "topics": [{"topic": t, "topic_id": topic_id_of(cluster.metadata, t), "partitions": ps}
                        for t, ps in topics.items()],
             "forgotten_topics_data": [], "rack_id": ""})]
     out: dict[Any, int] = {}
@@ -562,7 +545,7 @@ def _launch(f: _Fetcher, todo: list[_Range],
             fields = {
                 "max_wait_ms": f.max_wait, "min_bytes": 1, "max_bytes": f.fetch_bytes,
                 "isolation_level": int(f.read_committed), "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "topic_id": _topic_id(cluster, t), "partitions": ps}
+                "topics": [{"topic": t, "topic_id": topic_id_of(cluster.metadata, t), "partitions": ps}
                            for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
             try:

@@ -35,6 +35,7 @@ from ..errors import (
     error_for_code,
 )
 from ..protocol import ApiKey
+from ..protocol.requests import find_coordinator_fields
 from .blocking import BrokerConnection, Fields, SaslMechanism
 from .connection import Response
 
@@ -416,6 +417,25 @@ class Cluster:
                     assert cls is not None
                     return cls(topic=name, partition=p.partition)
         return None
+
+    def find_coordinator(self, key: str, key_type: int = 0) -> str:
+        """The address ("host:port") of the coordinator of ``key``: a group id
+        (``key_type`` 0) or a transactional id (1). FindCoordinator, retried while
+        the coordinator is loading or not available."""
+        what = "transactional_id" if key_type == 1 else "group"
+
+        def attempt() -> str:
+            body = self.request_any(ApiKey.FIND_COORDINATOR,
+                                    find_coordinator_fields(key, key_type))
+            found = body["coordinators"][0] if body.get("coordinators") else body
+            cls = error_for_code(found["error_code"])
+            if cls is not None:
+                raise cls("FindCoordinator failed", **{what: key})
+            host = found["host"]
+            return f"[{host}]:{found['port']}" if ":" in host else f"{host}:{found['port']}"
+
+        address: str = self.call(attempt, "FindCoordinator")
+        return address
 
     def leaders(self, partitions: Iterable[tuple[str, int]]
                 ) -> tuple[dict[int, list[tuple[str, int]]], list[tuple[str, int]]]:
