@@ -16,11 +16,11 @@ from typing import Any
 from . import protocol
 from .config import resolve
 from .errors import KprotoError, error_for_code
+from .fetcher import list_offsets
 from .net.blocking import Fields
 from .net.cluster import ClusterMetadata
 from .protocol import ApiKey
 from .protocol.requests import offset_fetch_fields
-from .reader import list_offsets
 from .structs import EARLIEST, LATEST, OffsetAndTimestamp, TopicPartition
 from .structs import as_tp as _tp
 

@@ -26,23 +26,30 @@ import logging
 import operator
 import re
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import records
 from .config import resolve
 from .errors import (
     ConfigError,
-    CorruptRecordError,
     IllegalStateError,
     KafkaConnectionError,
     KprotoError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
-    error_for_code,
 )
 from .fetch_buffer import Collected, CompletedFetch, FetchBuffer
+from .fetcher import (
+    OUT_OF_RANGE,
+    RECORDS,
+    RETRY,
+    FetchRequest,
+    answer_partitions,
+    decode_partition,
+    fetch_request,
+    list_offsets,
+    outcome,
+)
 from .net.blocking import BrokerConnection
 from .net.cluster import Cluster
 from .net.connection import Request, Response
@@ -55,8 +62,6 @@ from .structs import (
     SubscriptionState,
     TopicPartition,
     as_tp,
-    topic_id_of,
-    topic_of,
 )
 
 if TYPE_CHECKING:
@@ -68,16 +73,18 @@ __all__ = ["Consumer", "TopicPartition", "OffsetAndTimestamp"]
 
 log = logging.getLogger("kproto.consumer")
 
-_OUT_OF_RANGE = 1
 _tp = as_tp
 
 
 class _Fetch(NamedTuple):
     request: Request
-    offsets: dict[TopicPartition, int]      # fetch offset of every partition asked for
+    asked: FetchRequest                     # fetch offsets, topic ids named
     sent: float
     node: int                               # the broker it went to
-    topic_names: dict[uuid.UUID, str]       # the topic ids it named (Fetch v13+)
+
+    @property
+    def offsets(self) -> dict[TopicPartition, int]:
+        return self.asked.offsets
 
 
 class Consumer:
@@ -451,8 +458,6 @@ class Consumer:
         (some brokers, Tansu among them, answer the last batch's start + 1).
         Topics are created only per ``allow_auto_create_topics`` (or
         ``auto_create``)."""
-        from .reader import list_offsets
-
         return list_offsets(self._cluster, self.config, wanted, auto_create=auto_create)
 
     def _send_fetches(self, deadline: float | None = None) -> None:
@@ -482,19 +487,15 @@ class Consumer:
         for node, tps in by_node.items():
             if node in self._fetches:
                 continue
-            offsets = {TopicPartition(*tp): self._subs.positions[TopicPartition(*tp)] for tp in tps}
-            fields = self._fetch_fields(offsets)
+            asked = self._fetch_request(tps)
             try:
                 conn = self._fetch_connection(node)
-                req = conn.send(ApiKey.FETCH, fields, raw=True)
+                req = conn.send(ApiKey.FETCH, asked.fields, raw=True)
             except KprotoError as exc:
                 log.debug("fetch to broker %d failed: %s", node, exc)
-                self._fetch_failed(node, offsets)
+                self._fetch_failed(node, asked.offsets)
                 continue
-            self._fetches[node] = _Fetch(
-                req, {tp: o for tp, o in offsets.items() if o is not None}, time.monotonic(),
-                node, {t["topic_id"]: t["topic"] for t in fields["topics"]
-                       if t["topic_id"].int})
+            self._fetches[node] = _Fetch(req, asked, time.monotonic(), node)
 
     def _route_to_read_replicas(self, by_leader: dict[int, list[tuple[str, int]]]
                                 ) -> dict[int, list[tuple[str, int]]]:
@@ -539,23 +540,16 @@ class Consumer:
                 + self.config["fetch_max_wait_ms"] / 1000)
         return conn.connect()
 
-    def _fetch_fields(self, offsets: Mapping[TopicPartition, int | None]) -> dict[str, Any]:
+    def _fetch_request(self, tps: Iterable[tuple[str, int]]) -> FetchRequest:
+        """A Fetch of ``tps`` from their positions, with the consumer's settings."""
         c = self.config
-        meta = self._cluster.metadata
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, off in offsets.items():
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "fetch_offset": off,
-                "partition_max_bytes": c["max_partition_fetch_bytes"],
-                "current_leader_epoch": _leader_epoch(meta, tp), "log_start_offset": -1})
-        return {
-            "max_wait_ms": c["fetch_max_wait_ms"], "min_bytes": c["fetch_min_bytes"],
-            "max_bytes": c["fetch_max_bytes"], "isolation_level": int(self._read_committed),
-            "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "topic_id": topic_id_of(meta, t), "partitions": ps}
-                       for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": c["client_rack"] or "",
-        }
+        positions = self._subs.positions
+        return fetch_request(
+            {TopicPartition(*tp): positions[TopicPartition(*tp)] or 0 for tp in tps},
+            self._cluster.metadata, partition_bytes=c["max_partition_fetch_bytes"],
+            max_wait_ms=c["fetch_max_wait_ms"], min_bytes=c["fetch_min_bytes"],
+            max_bytes=c["fetch_max_bytes"], read_committed=self._read_committed,
+            rack_id=c["client_rack"] or "")
 
     def _receive_fetches(self, deadline: float) -> None:
         """Wait until ``deadline`` for Fetch answers; queue what arrived (answers
@@ -604,30 +598,13 @@ class Consumer:
         stale for them). An error - of the whole answer or of one partition - is
         queued in place of the records, to be raised after those before it."""
         try:
-            if resp.error is not None:
-                raise resp.error
-            sliced = records.slice_fetch(resp.body, resp.request.version)
-            if sliced.error_code:
-                cls = error_for_code(sliced.error_code)
-                assert cls is not None
-                raise cls("Fetch failed")
+            parts, strays = answer_partitions(resp, fetch.asked)
         except KprotoError as exc:
             return [CompletedFetch(None, -1, error=exc)]
-        parts = []
-        for p in sliced.partitions:
-            # topics named as the request named them (metadata may have moved on)
-            tp = TopicPartition(topic_of(p, fetch.topic_names), p.partition)
-            if tp not in fetch.offsets:
-                # Java drops what it cannot match to its request (FetchResponse.responseData).
-                # Seen: Tansu answers a deleted topic with topic id 0 and error 3; damage to
-                # the unchecksummed framing looks the same. Nothing is handed out for it and
-                # no position moves, so the partitions asked for are fetched again.
-                log.debug("the Fetch answer from broker %d names %s[%d] (error %d), which its "
-                          "request did not: ignored", fetch.node, tp.topic, tp.partition,
-                          p.error_code)
-                self._cluster.mark_stale()
-                continue
-            parts.append((tp, p))
+        if strays:
+            log.debug("the Fetch answer from broker %d names what its request did not "
+                      "(ignored): %s", fetch.node, ", ".join(strays))
+            self._cluster.mark_stale()
         out = []
         for tp, p in parts:
             asked = fetch.offsets[tp]
@@ -656,8 +633,8 @@ class Consumer:
         if p.preferred_read_replica >= 0 and p.preferred_read_replica != node:
             self._read_replicas[tp] = (p.preferred_read_replica, time.monotonic()
                                        + self.config["metadata_max_age_ms"] / 1000)
-        past_end = not p.error_code and 0 <= p.high_watermark < asked
-        if p.error_code == _OUT_OF_RANGE or past_end:
+        what = outcome(tp, p)
+        if what == OUT_OF_RANGE or (what == RECORDS and 0 <= p.high_watermark < asked):
             # (Tansu answers a position past the log end with no error; Kafka with
             # OFFSET_OUT_OF_RANGE: both mean the log no longer has that position)
             if self._really_out_of_range(tp, asked):
@@ -665,21 +642,14 @@ class Consumer:
                     "fetch offset out of range", topic=tp.topic, partition=tp.partition,
                     offset=asked))
             return None
-        if p.error_code:
-            cls = error_for_code(p.error_code)
-            assert cls is not None
-            if cls.invalid_metadata or cls.retriable:
-                self._cluster.mark_stale()
-                return None
-            raise cls(topic=tp.topic, partition=tp.partition)
+        if what == RETRY:
+            self._cluster.mark_stale()
+            return None
         if p.records is None:
             return None
-        cols = records.decode(
-            p.records, topic=tp.topic, partition=tp.partition, start_offset=asked,
-            check_crc=self.config["check_crcs"],
-            aborted_transactions=(p.aborted_transactions or []) if self._read_committed
-            else None, max_decompressed=self.config["max_decompressed_bytes"])
-        _check_partition(tp, cols, asked, p.high_watermark)
+        cols = decode_partition(tp, p, asked, read_committed=self._read_committed,
+                                check_crc=self.config["check_crcs"],
+                                max_decompressed=self.config["max_decompressed_bytes"])
         if not len(cols) and cols.next_offset <= asked:
             return None
         return CompletedFetch(tp, asked, cols, cols.next_offset)
@@ -716,34 +686,3 @@ def _bound(value: Bound, which: str, topic: str, partition: int) -> int:
         raise ValueError(f"{topic}[{partition}]: bad {which} {value!r}: an offset >= 0, "
                          f"'earliest'{', None' if which == 'end' else ''} or 'latest'")
     return offset
-
-
-def _check_partition(tp: TopicPartition, cols: RecordColumns, asked: int,
-                     high_watermark: int) -> None:
-    """Refuse a partition's records whose unchecksummed parts contradict the answer.
-
-    A record batch's CRC-32C covers its records but not its base offset, and
-    nothing covers the Fetch framing (high watermark), so damage there would
-    label good records wrongly: raise CorruptRecordError (before any position
-    moves) when the records reach past the high watermark or their offsets do
-    not increase.
-    """
-    nxt = cols.next_offset
-    if 0 <= high_watermark < nxt and nxt > asked:
-        raise CorruptRecordError(
-            f"{tp.topic}[{tp.partition}]: a record batch ends at offset {nxt - 1}, past the "
-            f"high watermark {high_watermark} (damaged base offset?)")
-    offsets = cols.offset
-    if len(offsets) > 1 and bool((offsets[1:] <= offsets[:-1]).any()):
-        raise CorruptRecordError(f"{tp.topic}[{tp.partition}]: a Fetch answer's record "
-                                 "offsets go backwards (damaged base offset?)")
-
-
-def _leader_epoch(meta: Any, tp: TopicPartition) -> int:
-    """The partition's leader epoch in our metadata (-1: unknown). Sent in Fetch
-    (KIP-320), it makes a broker whose leadership is older or newer than what we
-    know answer FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (a metadata refresh)
-    instead of serving a log that may be truncated."""
-    info = meta.topics.get(tp.topic)
-    part = info.partitions.get(tp.partition) if info is not None else None
-    return part.leader_epoch if part is not None else -1

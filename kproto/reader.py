@@ -18,23 +18,33 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from . import records
 from .errors import (
-    CorruptRecordError,
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
     OffsetOutOfRangeError,
-    error_for_code,
 )
-from .net.blocking import BrokerConnection, Fields
+from .fetcher import (
+    OUT_OF_RANGE,
+    RETRY,
+    FetchRequest,
+    answer_partitions,
+    check_partitions_exist,
+    decode_partition,
+    fetch_request,
+    list_offsets,
+    outcome,
+    watermark,
+)
+from .net.blocking import BrokerConnection
 from .net.cluster import Cluster
 from .protocol import ApiKey
-from .structs import EARLIEST, LATEST, TopicPartition, topic_id_of, topic_of
+from .structs import EARLIEST, LATEST, TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow
@@ -44,129 +54,6 @@ __all__ = ["read_ranges", "read_ranges_result", "iter_ranges", "list_offsets", "
 log = logging.getLogger("kproto.reader")
 
 _TP = TopicPartition     # (the name the stepping reader uses)
-
-
-def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[Any, int],
-                 *, timeout: float | None = None, auto_create: bool | None = None
-                 ) -> dict[Any, tuple[int, int]]:
-    """``{tp: timestamp | EARLIEST (-2) | LATEST (-1)}`` -> ``{tp: (offset, timestamp)}``
-    from the partition leaders, retrying retriable errors after a metadata refresh.
-    ``auto_create`` as :meth:`Cluster.wait_for_topics` (default: the cluster's
-    setting); a topic that is not there and not created raises
-    UnknownTopicOrPartitionError.
-
-    Offset -1 means no record at or after that time. LATEST is raised to the
-    high watermark (last stable offset with read_committed) that a Fetch
-    reports, because some brokers (Tansu) answer ListOffsets "latest" with the
-    start of the last batch + 1.
-    """
-    read_committed = config.get("isolation_level") == "read_committed"
-    meta = cluster.wait_for_topics({tp[0] for tp in wanted}, cluster.request_timeout,
-                                   auto_create=auto_create)
-    _check_partitions_exist(meta, wanted)
-
-    def attempt() -> dict[Any, tuple[int, int]]:
-        by_leader, orphans = cluster.leaders(list(wanted))
-        if orphans:
-            cluster.mark_stale()
-            cls = error_for_code(5)
-            assert cls is not None
-            raise cls(f"no leader for {orphans}")
-        requests: dict[int, list[tuple[int, Fields]]] = {}
-        for node, tps in by_leader.items():
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for tp in tps:
-                topics.setdefault(tp[0], []).append({
-                    "partition_index": tp[1], "timestamp": wanted[tp],
-                    "current_leader_epoch": -1, "max_num_offsets": 1})
-            requests[node] = [(ApiKey.LIST_OFFSETS, {
-                "replica_id": -1, "isolation_level": int(read_committed),
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                "timeout_ms": int(cluster.request_timeout * 1000)})]
-        out: dict[Any, tuple[int, int]] = {}
-        keys: dict[tuple[str, int], Any] = {(tp[0], tp[1]): tp for tp in wanted}
-        for _node, result in cluster.send_many(requests).items():
-            if isinstance(result, Exception):
-                raise result
-            [resp] = result
-            if resp.error is not None:
-                raise resp.error
-            for t in resp.body["topics"]:
-                for p in t["partitions"]:
-                    key = keys.get((t["name"], p["partition_index"]))
-                    if key is None:
-                        continue
-                    cls = error_for_code(p["error_code"])
-                    if cls is not None:
-                        raise cls("ListOffsets failed", topic=t["name"],
-                                  partition=p["partition_index"])
-                    offset = p.get("offset", -1)
-                    if resp.request.version == 0:
-                        offset = (p.get("old_style_offsets") or [-1])[0]
-                    out[key] = (offset, p.get("timestamp", -1))
-        missing = set(wanted) - set(out)
-        if missing:
-            raise KafkaTimeoutError(f"ListOffsets answered nothing for {sorted(missing)}")
-        return out
-
-    found = cluster.call(attempt, "ListOffsets", timeout=timeout)
-    latest = {tp: off for tp, (off, _) in found.items() if wanted[tp] == LATEST}
-    if latest:
-        # retried like ListOffsets: skipping a failed look-up would return Tansu's
-        # short "latest" as the end offset
-        marks = cluster.call(lambda: _high_watermarks(cluster, latest, read_committed),
-                             "Fetch (high watermark)", timeout=timeout)
-        for tp, hwm in marks.items():
-            if hwm > found[tp][0]:
-                found[tp] = (hwm, found[tp][1])
-    return found
-
-
-def _check_partitions_exist(meta: Any, tps: Any) -> None:
-    """A partition index the topic does not have is an error now, not after retries."""
-    for tp in tps:
-        have = meta.partitions(tp[0])
-        if have and tp[1] not in have:
-            cls = error_for_code(3)
-            assert cls is not None
-            raise cls(f"topic {tp[0]!r} has {len(have)} partitions, not partition {tp[1]}",
-                      topic=tp[0], partition=tp[1])
-
-
-def _high_watermarks(cluster: Cluster, at: Mapping[Any, int], read_committed: bool
-                     ) -> dict[Any, int]:
-    """The high watermark (or LSO) of each partition, from a Fetch of a few bytes."""
-    by_leader, _ = cluster.leaders(list(at))
-    requests: dict[int, list[tuple[int, Fields]]] = {}
-    for node, tps in by_leader.items():
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp in tps:
-            topics.setdefault(tp[0], []).append({
-                "partition": tp[1], "fetch_offset": max(at[tp], 0), "partition_max_bytes": 1,
-                "current_leader_epoch": -1, "log_start_offset": -1})
-        requests[node] = [(ApiKey.FETCH, {
-            # min_bytes 1: Tansu answers min_bytes 0 with no partitions at all
-            "max_wait_ms": 50, "min_bytes": 1, "max_bytes": 1 << 20,
-            "isolation_level": int(read_committed), "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "topic_id": topic_id_of(cluster.metadata, t), "partitions": ps}
-                       for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": ""})]
-    out: dict[Any, int] = {}
-    keys: dict[tuple[str, int], Any] = {(tp[0], tp[1]): tp for tp in at}
-    names = cluster.metadata.topic_names()
-    for result in cluster.send_many(requests, raw=True).values():
-        if isinstance(result, Exception):
-            raise result
-        for resp in result:
-            if resp.error is not None:
-                raise resp.error
-            for p in records.slice_fetch(resp.body, resp.request.version).partitions:
-                key = keys.get((topic_of(p, names), p.partition))
-                if key is not None and not p.error_code:
-                    mark = p.last_stable_offset if read_committed and \
-                        p.last_stable_offset >= 0 else p.high_watermark
-                    out[key] = mark
-    return out
 
 
 @dataclass
@@ -381,6 +268,14 @@ class _Steps:
             yield result
 
 
+class _Sent(NamedTuple):
+    """A Fetch in flight on a lane: its ranges, when it went, what it asked."""
+
+    ranges: list[_Range]
+    at: float
+    request: FetchRequest
+
+
 class _Fetcher:
     """Fetches ranges of partitions: the connections (lanes) and the settings
     of one :func:`read_ranges_result` / :func:`iter_ranges` call."""
@@ -427,7 +322,7 @@ class _Fetcher:
             meta = self.cluster.wait_for_topics({r.tp.topic for r in work},
                                                 self.cluster.request_timeout,
                                                 auto_create=False)
-            _check_partitions_exist(meta, [r.tp for r in work])
+            check_partitions_exist(meta, [r.tp for r in work])
         return work
 
     def step(self, work: list[_Range], probe: bool = False) -> ReadResult:
@@ -439,7 +334,7 @@ class _Fetcher:
         starts = {id(r): r.position for r in work}
         ends = {(r.tp.topic, r.tp.partition): r.end for r in work}
         pieces = work if probe else _split(work, cluster, self.nlanes)
-        in_flight: dict[tuple[int, int], tuple[list[_Range], float]] = {}
+        in_flight: dict[tuple[int, int], _Sent] = {}
         last_progress = time.monotonic()
         while True:
             todo = [r for r in pieces if r.position < r.end
@@ -457,18 +352,18 @@ class _Fetcher:
                     cluster.refresh_metadata(auto_create=False)
                 except KprotoError as exc:
                     log.debug("metadata refresh failed: %s", exc)
-            _launch(self, todo, in_flight)
+            self.launch(todo, in_flight)
             if not in_flight:
                 time.sleep(cluster.retry_backoff_ms / 1000)
                 continue
-            for lane, resp in _wait(self.lanes, in_flight, cluster,
-                                    cluster.request_timeout + self.max_wait / 1000):
-                ranges_sent, _ = in_flight.pop(lane)
-                for r in ranges_sent:
+            for lane, resp in self.wait(in_flight,
+                                        cluster.request_timeout + self.max_wait / 1000):
+                sent = in_flight.pop(lane)
+                for r in sent.ranges:
                     r.in_flight = False
                 if resp is None:
                     continue
-                if _absorb(self, resp, ranges_sent, result):
+                if self.absorb(resp, sent, result):
                     last_progress = time.monotonic()
         if in_flight:
             # a probe can end with Fetches still out: their answers are not wanted
@@ -486,6 +381,161 @@ class _Fetcher:
         # pieces of one partition arrive in any order: give them in offset order
         result.batches.sort(key=_batch_key)
         return result
+
+    # -- one round of a step: send on idle lanes, wait for answers, take them in
+
+    def launch(self, todo: list[_Range], in_flight: dict[tuple[int, int], _Sent]) -> None:
+        """Send a Fetch on every idle lane for ranges not in flight (one range of a
+        partition per Fetch: a Fetch names a partition once)."""
+        cluster, lanes = self.cluster, self.lanes
+        by_leader: dict[int, list[_Range]] = {}
+        for r in todo:
+            if not r.in_flight:
+                node = cluster.metadata.leader(*r.tp)
+                if node < 0:
+                    cluster.mark_stale()
+                    continue
+                by_leader.setdefault(node, []).append(r)
+        for node, rs in by_leader.items():
+            for lane_no in range(self.nlanes):
+                lane = (node, lane_no)
+                if lane in in_flight or not rs:
+                    continue
+                chosen: list[_Range] = []
+                seen: set[_TP] = set()
+                for r in list(rs):
+                    if r.tp not in seen:
+                        chosen.append(r)
+                        seen.add(r.tp)
+                        rs.remove(r)
+                request = fetch_request(
+                    {r.tp: r.position for r in chosen}, cluster.metadata,
+                    partition_bytes=self.partition_bytes, max_wait_ms=self.max_wait,
+                    max_bytes=self.fetch_bytes, read_committed=self.read_committed)
+                try:
+                    conn = lanes.get(lane)
+                    if conn is None or not conn.connected:
+                        broker = cluster.metadata.brokers[node]
+                        conn = lanes[lane] = cluster.new_connection(broker.address)
+                    conn.send(ApiKey.FETCH, request.fields, raw=True)
+                except (KprotoError, KeyError) as exc:
+                    log.debug("fetch to broker %d failed: %s", node, exc)
+                    cluster.mark_stale()
+                    rs[:0] = chosen
+                    continue
+                for r in chosen:
+                    r.in_flight = True
+                in_flight[lane] = _Sent(chosen, time.monotonic(), request)
+
+    def wait(self, in_flight: dict[tuple[int, int], _Sent], limit: float
+             ) -> list[tuple[tuple[int, int], Any]]:
+        """Wait for at least one answer; returns [(lane, response or None if it failed)]."""
+        lanes, cluster = self.lanes, self.cluster
+        out: list[tuple[tuple[int, int], Any]] = []
+        with selectors.DefaultSelector() as sel:
+            for lane in in_flight:
+                conn = lanes[lane]
+                if conn.connected:
+                    sel.register(conn.fileno(), selectors.EVENT_READ, lane)
+                else:
+                    out.append((lane, None))
+            if out:
+                return out
+            oldest = min(s.at for s in in_flight.values())
+            events = sel.select(max(0.0, oldest + limit - time.monotonic()))
+        for key, _ in events:
+            lane = key.data
+            try:
+                got = lanes[lane].receive(in_flight[lane].at + limit)
+            except KprotoError as exc:
+                log.debug("fetch on %s failed: %s", lane, exc)
+                cluster.mark_stale()
+                out.append((lane, None))
+                continue
+            if got:
+                out.append((lane, got[-1]))
+        now = time.monotonic()
+        for lane, sent in in_flight.items():
+            if now - sent.at > limit and all(lane != o[0] for o in out):
+                lanes[lane].close()
+                cluster.mark_stale()
+                out.append((lane, None))
+        return out
+
+    def absorb(self, resp: Any, sent: _Sent, result: ReadResult) -> bool:
+        """Decode one Fetch answer into ``result``; advance the ranges. True on progress."""
+        cluster = self.cluster
+        parts, strays = answer_partitions(resp, sent.request)
+        if strays:
+            log.debug("a Fetch answer named what its request did not: %s", ", ".join(strays))
+            cluster.mark_stale()
+        by_tp = {r.tp: r for r in sent.ranges}
+        progress = False
+        for tp, p in parts:
+            r = by_tp[tp]
+            what = outcome(tp, p)
+            if what == RETRY:
+                cluster.mark_stale()
+            elif what == OUT_OF_RANGE:
+                progress |= self._out_of_range(r, p, result)
+            else:
+                progress |= self._records(r, p, result)
+        return progress
+
+    def _out_of_range(self, r: _Range, p: Any, result: ReadResult) -> bool:
+        """OFFSET_OUT_OF_RANGE: the log no longer starts at ``r.position`` (a gap,
+        skipped or refused per ``on_gap``), or it ends before it."""
+        tp, cluster = r.tp, self.cluster
+        start = p.log_start_offset
+        if start < 0:
+            start = list_offsets(cluster, self.config, {tp: EARLIEST},
+                                 auto_create=False)[tp][0]
+        if start <= r.position:
+            # past the end? (Kafka answers a fetch beyond the high watermark so;
+            # a split range's later pieces can start there)
+            mark = p.high_watermark if p.high_watermark >= 0 else \
+                list_offsets(cluster, self.config, {tp: LATEST}, auto_create=False)[tp][0]
+            if 0 <= mark <= r.position:
+                result.short[(tp.topic, tp.partition)] = (mark, r.end)
+                r.end = r.position
+                return True
+            raise OffsetOutOfRangeError(f"offset {r.position} is out of range (log "
+                                        f"{start}..{mark})", topic=tp.topic,
+                                        partition=tp.partition)
+        if self.on_gap == "fail":
+            raise OffsetOutOfRangeError(
+                f"offsets {r.position}..{min(start, r.end) - 1} are gone (log starts at "
+                f"{start})", topic=tp.topic, partition=tp.partition)
+        result.gaps.setdefault((tp.topic, tp.partition), []).append(
+            (r.position, min(start, r.end)))
+        r.position = start
+        return True
+
+    def _records(self, r: _Range, p: Any, result: ReadResult) -> bool:
+        """A partition's records: the part inside the range goes to ``result``."""
+        mark = watermark(p, self.read_committed)
+        if p.records is None or not len(p.records):
+            if 0 <= mark <= r.position < r.end:
+                # nothing more has been written: the range ends at the high watermark
+                result.short[(r.tp.topic, r.tp.partition)] = (mark, r.end)
+                r.end = r.position
+                return True
+            return False
+        cols = decode_partition(r.tp, p, r.position, read_committed=self.read_committed,
+                                check_crc=self.check_crc,
+                                max_decompressed=self.max_decompressed)
+        progress = cols.next_offset > r.position
+        if len(cols):
+            batch = cols.to_arrow(headers=self.headers)
+            stop = int(np.searchsorted(cols.offset, r.end))
+            if stop < len(cols):
+                # a slice keeps the whole answer's buffers: copy a small part
+                batch = batch.slice(0, stop) if 2 * stop >= len(cols) else batch.take(
+                    np.arange(stop))
+            if batch.num_rows:
+                result.batches.append(batch)
+        r.position = max(r.position, cols.next_offset)
+        return progress
 
 
 def _batch_key(batch: pyarrow.RecordBatch) -> tuple[str, int, int]:
@@ -509,183 +559,3 @@ def _split(work: list[_Range], cluster: Cluster, lanes: int) -> list[_Range]:
             out += [_Range(r.tp, int(a), int(b)) for a, b in zip(bounds, bounds[1:], strict=False)
                     if b > a]
     return out
-
-
-def _launch(f: _Fetcher, todo: list[_Range],
-            in_flight: dict[tuple[int, int], tuple[list[_Range], float]]) -> None:
-    """Send a Fetch on every idle lane for ranges not in flight (one range of a
-    partition per Fetch: a Fetch names a partition once)."""
-    cluster, lanes = f.cluster, f.lanes
-    by_leader: dict[int, list[_Range]] = {}
-    for r in todo:
-        if not r.in_flight:
-            node = cluster.metadata.leader(*r.tp)
-            if node < 0:
-                cluster.mark_stale()
-                continue
-            by_leader.setdefault(node, []).append(r)
-    for node, rs in by_leader.items():
-        for lane_no in range(f.nlanes):
-            lane = (node, lane_no)
-            if lane in in_flight or not rs:
-                continue
-            chosen: list[_Range] = []
-            seen: set[_TP] = set()
-            for r in list(rs):
-                if r.tp not in seen:
-                    chosen.append(r)
-                    seen.add(r.tp)
-                    rs.remove(r)
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for r in chosen:
-                topics.setdefault(r.tp.topic, []).append({
-                    "partition": r.tp.partition, "fetch_offset": r.position,
-                    "partition_max_bytes": f.partition_bytes, "current_leader_epoch": -1,
-                    "log_start_offset": -1})
-            fields = {
-                "max_wait_ms": f.max_wait, "min_bytes": 1, "max_bytes": f.fetch_bytes,
-                "isolation_level": int(f.read_committed), "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "topic_id": topic_id_of(cluster.metadata, t), "partitions": ps}
-                           for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
-            try:
-                conn = lanes.get(lane)
-                if conn is None or not conn.connected:
-                    broker = cluster.metadata.brokers[node]
-                    conn = lanes[lane] = cluster.new_connection(broker.address)
-                conn.send(ApiKey.FETCH, fields, raw=True)
-            except (KprotoError, KeyError) as exc:
-                log.debug("fetch to broker %d failed: %s", node, exc)
-                cluster.mark_stale()
-                rs[:0] = chosen
-                continue
-            for r in chosen:
-                r.in_flight = True
-            in_flight[lane] = (chosen, time.monotonic())
-
-
-def _wait(lanes: dict[tuple[int, int], BrokerConnection],
-          in_flight: dict[tuple[int, int], tuple[list[_Range], float]], cluster: Cluster,
-          limit: float) -> list[tuple[tuple[int, int], Any]]:
-    """Wait for at least one answer; returns [(lane, response or None if it failed)]."""
-    out: list[tuple[tuple[int, int], Any]] = []
-    with selectors.DefaultSelector() as sel:
-        for lane in in_flight:
-            conn = lanes[lane]
-            if conn.connected:
-                sel.register(conn.fileno(), selectors.EVENT_READ, lane)
-            else:
-                out.append((lane, None))
-        if out:
-            return out
-        oldest = min(sent for _, sent in in_flight.values())
-        events = sel.select(max(0.0, oldest + limit - time.monotonic()))
-    for key, _ in events:
-        lane = key.data
-        conn = lanes[lane]
-        try:
-            got = conn.receive(in_flight[lane][1] + limit)
-        except KprotoError as exc:
-            log.debug("fetch on %s failed: %s", lane, exc)
-            cluster.mark_stale()
-            out.append((lane, None))
-            continue
-        if got:
-            out.append((lane, got[-1]))
-    now = time.monotonic()
-    for lane, (_, sent) in in_flight.items():
-        if now - sent > limit and all(lane != o[0] for o in out):
-            lanes[lane].close()
-            cluster.mark_stale()
-            out.append((lane, None))
-    return out
-
-
-def _absorb(f: _Fetcher, resp: Any, sent: list[_Range], result: ReadResult) -> bool:
-    """Decode one Fetch answer into ``result``; advance the ranges. True on progress."""
-    cluster, read_committed = f.cluster, f.read_committed
-    if resp.error is not None:
-        raise resp.error
-    sliced = records.slice_fetch(resp.body, resp.request.version)
-    names = cluster.metadata.topic_names()
-    by_tp = {r.tp: r for r in sent}
-    progress = False
-    for p in sliced.partitions:
-        topic = topic_of(p, names)
-        r = by_tp.get(_TP(topic, p.partition))
-        if r is None:
-            continue
-        if p.error_code == 1:      # OFFSET_OUT_OF_RANGE: the log no longer starts there
-            start = p.log_start_offset
-            if start < 0:
-                start = list_offsets(cluster, f.config, {r.tp: EARLIEST},
-                                     auto_create=False)[r.tp][0]
-            if start <= r.position:
-                # past the end? (Kafka answers a fetch beyond the high watermark so;
-                # a split range's later pieces can start there)
-                mark = p.high_watermark if p.high_watermark >= 0 else \
-                    list_offsets(cluster, f.config, {r.tp: LATEST}, auto_create=False)[r.tp][0]
-                if 0 <= mark <= r.position:
-                    result.short[(r.tp.topic, r.tp.partition)] = (mark, r.end)
-                    r.end = r.position
-                    progress = True
-                    continue
-                raise OffsetOutOfRangeError(f"offset {r.position} is out of range (log "
-                                            f"{start}..{mark})", topic=topic,
-                                            partition=p.partition)
-            if f.on_gap == "fail":
-                raise OffsetOutOfRangeError(
-                    f"offsets {r.position}..{min(start, r.end) - 1} are gone (log starts at "
-                    f"{start})", topic=topic, partition=p.partition)
-            gap = (r.position, min(start, r.end))
-            result.gaps.setdefault((r.tp.topic, r.tp.partition), []).append(gap)
-            r.position = start
-            progress = True
-            continue
-        if p.error_code:
-            cls = error_for_code(p.error_code)
-            assert cls is not None
-            if cls.retriable or cls.invalid_metadata:
-                cluster.mark_stale()
-                continue
-            raise cls("Fetch failed", topic=topic, partition=p.partition)
-        mark = p.last_stable_offset if read_committed and p.last_stable_offset >= 0 \
-            else p.high_watermark
-        if p.records is None or not len(p.records):
-            if 0 <= mark <= r.position < r.end:
-                # nothing more has been written: the range ends at the high watermark
-                result.short[(r.tp.topic, r.tp.partition)] = (mark, r.end)
-                r.end = r.position
-                progress = True
-            continue
-        cols = records.decode(p.records, topic=topic, partition=p.partition,
-                              start_offset=r.position, check_crc=f.check_crc,
-                              max_decompressed=f.max_decompressed,
-                              aborted_transactions=(p.aborted_transactions or [])
-                              if read_committed else None)
-        _check_offsets(cols, p.high_watermark, topic, p.partition)
-        if cols.next_offset > r.position:
-            progress = True
-        if len(cols):
-            batch = cols.to_arrow(headers=f.headers)
-            stop = int(np.searchsorted(cols.offset, r.end))
-            if stop < len(cols):
-                # a slice keeps the whole answer's buffers: copy a small part
-                batch = batch.slice(0, stop) if 2 * stop >= len(cols) else batch.take(
-                    np.arange(stop))
-            if batch.num_rows:
-                result.batches.append(batch)
-        r.position = max(r.position, cols.next_offset)
-    return progress
-
-
-def _check_offsets(cols: Any, high_watermark: int, topic: str, partition: int) -> None:
-    """A record batch's base offset is outside its CRC: refuse offsets that go
-    backwards or past the high watermark rather than label records wrongly."""
-    if 0 <= high_watermark < cols.next_offset:
-        raise CorruptRecordError(f"{topic}[{partition}]: a record batch ends at offset "
-                                 f"{cols.next_offset - 1}, past the high watermark "
-                                 f"{high_watermark} (damaged base offset?)")
-    if len(cols) > 1 and np.any(cols.offset[1:] <= cols.offset[:-1]):
-        raise CorruptRecordError(f"{topic}[{partition}]: record offsets go backwards "
-                                 "(damaged base offset?)")

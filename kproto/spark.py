@@ -48,7 +48,9 @@ from typing import Any
 
 from .config import resolve
 from .errors import ConfigError, IllegalStateError, OffsetOutOfRangeError
-from .reader import EARLIEST, LATEST, iter_ranges, list_offsets
+from .fetcher import list_offsets
+from .reader import iter_ranges
+from .structs import EARLIEST, LATEST
 
 try:
     from pyspark.sql.datasource import (

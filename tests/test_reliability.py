@@ -47,6 +47,7 @@ from kproto.errors import (
     SaslAuthenticationFailedError,
     TlsCertificateError,
 )
+from kproto.fetcher import fetch_request
 from kproto.testing import FaultProxy, TansuBroker, free_port, proxy_cluster
 
 pytestmark = pytest.mark.broker
@@ -496,7 +497,9 @@ def _answer_layout(c: Consumer, topic: str) -> dict[str, int]:
     address = next(iter(c._cluster.metadata.brokers.values())).address
     with c._cluster.new_connection(address) as conn:
         version = conn.versions[ApiKey.FETCH]
-        fields = c._fetch_fields({TopicPartition(topic, 0): 0})
+        fields = fetch_request({TopicPartition(topic, 0): 0}, c._cluster.metadata,
+                               partition_bytes=1 << 20, max_wait_ms=100, max_bytes=1 << 20,
+                               read_committed=False).fields
         _, body = conn.request_raw(ApiKey.FETCH, {**fields, "max_wait_ms": 100})
     raw = bytes(body)
     part = protocol.decode(ApiKey.FETCH, version, "response", raw)["responses"][0][
