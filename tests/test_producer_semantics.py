@@ -452,7 +452,7 @@ def test_buffer_accounting_returns_to_zero_and_backpressure_still_works(gate, un
         for b in bulk:
             b.done()
         assert gate.refused.get(10, 0) and gate.refused.get(NOT_LEADER, 0) and failed
-        assert p._queued_bytes == 0
+        assert p._accumulator.queued_bytes == 0
         gate.refuse = None
         gate.hold.set()                     # the broker stops answering
         sent = 0
@@ -465,7 +465,7 @@ def test_buffer_accounting_returns_to_zero_and_backpressure_still_works(gate, un
         assert time.monotonic() - start < 10
         gate.hold.clear()
         p.flush(30)
-        assert p._queued_bytes == 0
+        assert p._accumulator.queued_bytes == 0
 
 
 # --------------------------------------------------------------------------- sender thread
@@ -549,7 +549,7 @@ def test_an_unexpected_sender_error_fails_pending_records_and_later_sends(
         def broken(*args: object) -> None:
             raise RuntimeError("bug in the sender")
 
-        monkeypatch.setattr(p, "_handle_response", broken)
+        monkeypatch.setattr(p._sender, "_handle_response", broken)
         pending = p.send(unique_topic, b"x", partition=0)
         exc = pending.exception(20)
         assert isinstance(exc, KafkaConnectionError) and "bug in the sender" in str(exc)
