@@ -12,8 +12,8 @@ from typing import Any, SupportsIndex
 import numpy as np
 from typing_extensions import Buffer
 
-from kproto.records.columns import RecordColumns
-from kproto.records.fetched import FetchSlice
+from kproto.columns import RecordColumns
+from kproto.fetched import FetchSlice
 
 #: True when CRC-32C runs on the SSE4.2 instruction.
 HAVE_SSE42: bool

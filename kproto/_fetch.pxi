@@ -14,7 +14,7 @@
 
 import uuid as _uuid
 from kproto.errors import ProtocolError as _ProtocolError
-from kproto.records.fetched import (
+from kproto.fetched import (
     FetchedPartition as _FetchedPartition, FetchSlice as _FetchSlice,
 )
 
@@ -151,7 +151,7 @@ cdef int cur_node_endpoints(Cur *c, const unsigned char[::1] view) except -1:
 
 
 def slice_fetch(body, int version):
-    """Slice a Fetch response body (no header) of ``version`` (see kproto.records.fetched)."""
+    """Slice a Fetch response body (no header) of ``version`` (see kproto.fetched)."""
     if version < 0 or version > 18:
         raise ValueError(f"Fetch v{version} is not a version kproto knows")
     cdef const unsigned char[::1] view = _as_bytes_view(body)

@@ -28,8 +28,8 @@ import numpy as _np
 from kproto.errors import (
     ConfigError as _ConfigError, CorruptRecordError as _CorruptRecordError, CrcError as _CrcError,
 )
-from kproto.records import compression as _compression
-from kproto.records.columns import (
+from kproto import compression as _compression
+from kproto.columns import (
     BinaryColumn as _BinaryColumn, BinaryViewColumn as _BinaryViewColumn,
     HeaderColumn as _HeaderColumn, RecordColumns as _RecordColumns,
 )

@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .columns import Record, RecordColumns
 from .config import resolve
 from .errors import (
     ConfigError,
@@ -54,7 +55,6 @@ from .net.blocking import BrokerConnection
 from .net.cluster import Cluster
 from .net.connection import Request, Response
 from .protocol import ApiKey
-from .records.columns import Record, RecordColumns
 from .structs import (
     EARLIEST,
     LATEST,

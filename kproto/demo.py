@@ -260,7 +260,7 @@ def _spark_step(address: str, topic: str, ranges: dict[int, tuple[int, int]], co
 def pa_table(batches: list[Any]) -> pyarrow.Table:
     import pyarrow as pa
 
-    from .records.columns import RecordColumns
+    from .columns import RecordColumns
 
     schema = RecordColumns.empty().to_arrow().schema
     return pa.Table.from_batches(batches, schema=schema)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .records.columns import Record, RecordColumns
+from .columns import Record, RecordColumns
 
 if TYPE_CHECKING:
     import pyarrow

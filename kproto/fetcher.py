@@ -28,12 +28,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import records
+from . import compression, records
+from .columns import RecordColumns
 from .errors import CorruptRecordError, KafkaTimeoutError, error_for_code
 from .net.blocking import Fields
 from .net.cluster import Cluster
 from .protocol import ApiKey
-from .records.columns import RecordColumns
 from .structs import LATEST, TopicPartition, topic_id_of, topic_of
 
 __all__ = ["FetchRequest", "fetch_request", "answer_partitions", "outcome", "watermark",
@@ -138,8 +138,9 @@ def watermark(p: Any, read_committed: bool) -> int:
 
 
 def decode_partition(tp: TopicPartition, p: Any, start: int, *, read_committed: bool,
-                     check_crc: bool = True, max_decompressed: int = records.compression
-                     .DEFAULT_MAX_DECOMPRESSED, binary_view: bool = False) -> RecordColumns:
+                     check_crc: bool = True,
+                     max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED,
+                     binary_view: bool = False) -> RecordColumns:
     """A partition's records from offset ``start`` (aborted transactions dropped
     with ``read_committed``), checked against the answer's framing: a record
     batch's CRC-32C covers its records but not its base offset, and nothing

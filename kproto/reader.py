@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import records
+from . import compression
 from .errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -287,7 +287,7 @@ class _Fetcher:
         self.read_committed = config.get("isolation_level") == "read_committed"
         self.check_crc = config.get("check_crcs", True)
         self.max_decompressed = config.get("max_decompressed_bytes",
-                                           records.compression.DEFAULT_MAX_DECOMPRESSED)
+                                           compression.DEFAULT_MAX_DECOMPRESSED)
         self.max_wait = config.get("fetch_max_wait_ms", 500)
         self.partition_bytes = config.get("max_partition_fetch_bytes", 1 << 20)
         self.fetch_bytes = config.get("fetch_max_bytes", 50 << 20)

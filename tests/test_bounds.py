@@ -124,9 +124,14 @@ def _twin(impl: str) -> Any:
         from kproto import _codec
 
         return _codec
-    from kproto import _pure
+    import types
 
-    return _pure
+    from kproto import _pure
+    from kproto.protocol import slicer
+
+    # the pure twins: kproto._pure, and the protocol engine's Fetch slicer
+    return types.SimpleNamespace(**{n: getattr(_pure, n) for n in _pure.__all__},
+                                 slice_fetch=slicer.slice_fetch)
 
 
 def _decode(impl: str, **kwargs: Any) -> Callable[[bytes], Any]:

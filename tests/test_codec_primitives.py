@@ -415,8 +415,13 @@ def test_sse42_is_used_when_the_cpu_has_it(ext: ModuleType) -> None:
 
 
 def test_twins_have_the_same_public_names(ext: ModuleType) -> None:
+    """Every Cython function has its pure twin: in kproto._pure, except the Fetch
+    slicer's, which is the protocol engine run over Fetch's schema."""
+    from kproto.protocol import slicer
+
     public = {name for name in dir(ext) if not name.startswith("_")}
-    assert public == set(kproto._pure.__all__)
+    assert public == set(kproto._pure.__all__) | {"slice_fetch"}
+    assert callable(slicer.slice_fetch)
 
 
 def test_extension_is_used_unless_pure_requested() -> None:

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kproto import _codec, protocol, records
-from kproto._pure import fetch as pure_fetch
 from kproto.errors import ProtocolError
+from kproto.protocol import slicer as pure_fetch
 from kproto.protocol.apis import FETCH
 
 from .record_sets import batch_v2, fetch_response, read_with_kafka_python, rows_of, sample_records

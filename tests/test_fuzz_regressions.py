@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from kproto import _codec, protocol
-from kproto._pure import fetch as pure_fetch
 from kproto._pure import records as pure_records
 from kproto.errors import CorruptRecordError, DecompressionLimitError, ProtocolError
+from kproto.protocol import slicer as pure_fetch
 from kproto.records import compression
 
 from .fuzz import targets

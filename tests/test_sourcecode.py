@@ -27,3 +27,109 @@ def test_ruff() -> None:
 def test_mypy() -> None:
     result = run("mypy", "kproto")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --------------------------------------------------------------------------- structure
+
+KPROTO = ROOT / "kproto"
+#: Generated files (tables), exempt from the size limit.
+GENERATED = {"kproto/errors.py"}
+MAX_LINES = 700
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _kproto_imports() -> dict[str, set[str]]:
+    """kproto module -> the kproto modules it imports, at any depth of its code
+    (function-level imports count; ``if TYPE_CHECKING:`` blocks do not). Cython
+    sources (.pyx/.pxi) are read for their Python-level ``import``s too."""
+    import ast
+    import re
+
+    modules = {_module_name(p): p for p in KPROTO.rglob("*.py")}
+    for pyx in KPROTO.glob("*.pyx"):
+        modules[_module_name(pyx)] = pyx
+    graph: dict[str, set[str]] = {}
+
+    def resolve(current: str, is_package: bool, level: int, name: str | None) -> str:
+        base = current.split(".")
+        if level:
+            base = base[: len(base) - level + (1 if is_package else 0)]
+            return ".".join(base + ([name] if name else []))
+        return name or ""
+
+    for mod, path in modules.items():
+        deps: set[str] = set()
+        is_package = path.name == "__init__.py"
+        if path.suffix == ".py":
+            tree = ast.parse(path.read_text())
+            skip: set[int] = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                    skip |= {id(n) for child in node.body for n in ast.walk(child)}
+            for node in ast.walk(tree):
+                if id(node) in skip:
+                    continue
+                if isinstance(node, ast.Import):
+                    deps |= {a.name for a in node.names}
+                elif isinstance(node, ast.ImportFrom):
+                    target = resolve(mod, is_package, node.level, node.module)
+                    deps.add(target)
+                    deps |= {f"{target}.{a.name}" for a in node.names}
+        else:
+            texts = [path.read_text()] + [p.read_text() for p in KPROTO.glob("*.pxi")]
+            for text in texts:
+                for m in re.finditer(r"^\s*(?:from\s+(\.*[\w.]*)\s+)?import\s+([\w., ]+)",
+                                     text, re.M):
+                    src = m.group(1)
+                    if src and src.startswith("."):
+                        level = len(src) - len(src.lstrip("."))
+                        deps.add(resolve(mod, False, level, src.lstrip(".") or None))
+                    elif src:
+                        deps.add(src)
+        graph[mod] = {d for d in deps if d in modules and d != mod}
+    return graph
+
+
+def test_no_import_cycles() -> None:
+    """Imports only point one way (docs/design.md): no cycle among kproto's modules.
+    A package's __init__ re-exporting its submodules is not a cycle with them."""
+    graph = _kproto_imports()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if dep.startswith(node + ".") or node.startswith(dep + "."):
+                continue        # a package and its own submodules
+            if state.get(dep) == 1:
+                cycles.append(stack[stack.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_hand_written_file_over_700_lines() -> None:
+    big = {}
+    for path in sorted(KPROTO.rglob("*")):
+        rel = str(path.relative_to(ROOT))
+        if path.suffix in (".py", ".pyx", ".pxi") and rel not in GENERATED:
+            lines = path.read_text().count("\n")
+            if lines > MAX_LINES:
+                big[rel] = lines
+    assert not big, f"files over {MAX_LINES} lines (split them by role): {big}"

@@ -6,8 +6,6 @@ results, same exceptions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from .crc import crc32, crc32c, crc32c_software
 from .encode import encode_batch_v2, murmur2, murmur2_partitions
 from .records import decode_records
@@ -25,20 +23,8 @@ from .varint import (
     zigzag_encode,
 )
 
-if TYPE_CHECKING:
-    from ..records.fetched import FetchSlice
-
 #: The extension's flag; the pure twin never uses the CRC instruction.
 HAVE_SSE42 = False
-
-
-def slice_fetch(body: Any, version: int) -> FetchSlice:
-    """Slice a Fetch response body (no header) of ``version``: see ``kproto._pure.fetch``."""
-    # Imported on first use: the pure slicer runs the protocol engine, which imports
-    # kproto._impl, which may be the module importing this package (KPROTO_PURE=1).
-    from .fetch import slice_fetch as slice_
-
-    return slice_(body, version)
 
 
 __all__ = [
@@ -46,5 +32,5 @@ __all__ = [
     "encode_uvarint", "encode_varint", "encode_varlong", "size_of_uvarint", "size_of_varint",
     "size_of_varlong", "zigzag_decode", "zigzag_encode", "decode_records", "encode_batch_v2",
     "murmur2", "murmur2_partitions",
-    "slice_fetch", "HAVE_SSE42",
+    "HAVE_SSE42",
 ]

@@ -8,8 +8,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from .. import compression
 from ..errors import EncodeError
-from ..records import compression
 from .crc import crc32c
 from .varint import encode_uvarint, zigzag_encode
 

@@ -35,9 +35,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from .. import compression
+from ..columns import BinaryColumn, BinaryViewColumn, HeaderColumn, RecordColumns
 from ..errors import ConfigError, CorruptRecordError, CrcError
-from ..records import compression
-from ..records.columns import BinaryColumn, BinaryViewColumn, HeaderColumn, RecordColumns
 from .crc import crc32c
 
 V2_HEADER = struct.Struct(">qiibIhiqqqhii")

@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EncodeError
-from . import compression
-from .columns import (
+from .. import compression
+from ..columns import (
     COLUMNS,
     BinaryColumn,
     BinaryViewColumn,
@@ -29,7 +28,9 @@ from .columns import (
     arrow_schema,
     binary_column,
 )
-from .fetched import FetchedPartition, FetchSlice
+from ..errors import EncodeError
+from ..fetched import FetchedPartition, FetchSlice
+from ..protocol import slicer
 
 
 def _codec() -> Any:
@@ -90,6 +91,10 @@ concat = RecordColumns.concat
 def slice_fetch(body: Any, version: int) -> FetchSlice:
     """Walk a Fetch response body (no header) once: per-partition metadata and a
     zero-copy view of each partition's record set, without touching the records."""
+    from .._impl import IS_PURE
+
+    if IS_PURE:     # the pure twin is the protocol engine run over Fetch's schema
+        return slicer.slice_fetch(body, version)
     result: FetchSlice = _codec().slice_fetch(body, version)
     return result
 
@@ -326,7 +331,7 @@ def encode_legacy(data: Any = None, *, key: Any = None, value: Any = None,
                              int(stamps[i]), 0) for i in range(n))
     if not codec:
         return inner
-    from . import compression as codecs
+    from .. import compression as codecs
 
     wrapped = codecs.compress(codec, inner, magic=magic)
     return message(base_offset + n - 1, None, wrapped, int(stamps.max()) if n else -1, codec)

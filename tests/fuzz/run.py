@@ -74,11 +74,11 @@ def child(target: str, build: str | None, libfuzzer_args: list[str],
     exclude = sorted(modules - set(INSTRUMENT[target]))
     with atheris.instrument_imports(include=["kproto"], exclude=exclude):
         import kproto._codec
-        import kproto._pure.fetch
         import kproto._pure.records
+        import kproto.compression
         import kproto.protocol
         import kproto.protocol.engine
-        import kproto.records.compression  # noqa: F401
+        import kproto.protocol.slicer  # noqa: F401
     from tests.fuzz import targets
 
     print(f"kproto-fuzz: {target}: kproto._codec from {kproto._codec.__file__}", flush=True)

@@ -9,7 +9,7 @@ target             input                                                       c
 records_cython     flags byte + record sets -> ``_codec.decode_records``       Cython
 records_pure       the same -> ``_pure.records.decode_records``                pure Python
 fetch_cython       version byte (mod 19) + Fetch body -> ``_codec.slice_fetch``  Cython
-fetch_pure         the same -> ``_pure.fetch.slice_fetch`` (the engine)        pure Python
+fetch_pure         the same -> ``protocol.slicer.slice_fetch`` (engine)      pure Python
 protocol_cython    selector byte + body -> every response decoder (all APIs,   engine
                    all versions), ``decode_request``, the consumer protocol;
                    the engine's varints from ``_codec``
@@ -51,10 +51,10 @@ TARGETS = {
 #: The Python modules whose coverage guides each target (with an instrumented build, the
 #: Cython code's edges too); the other twin runs uninstrumented.
 INSTRUMENT = {
-    "records_cython": ["kproto.records.compression"],
-    "records_pure": ["kproto._pure.records", "kproto._pure.crc", "kproto.records.compression"],
+    "records_cython": ["kproto.compression"],
+    "records_pure": ["kproto._pure.records", "kproto._pure.crc", "kproto.compression"],
     "fetch_cython": [],
-    "fetch_pure": ["kproto._pure.fetch", "kproto._pure.varint", "kproto.protocol.engine"],
+    "fetch_pure": ["kproto.protocol.slicer", "kproto._pure.varint", "kproto.protocol.engine"],
     "protocol_cython": ["kproto.protocol", "kproto.protocol.engine"],
     "protocol_pure": ["kproto.protocol", "kproto.protocol.engine", "kproto._pure.varint"],
 }
@@ -170,8 +170,8 @@ def make_records(impl: str) -> Callable[[bytes], None]:
 
 def make_fetch(impl: str) -> Callable[[bytes], None]:
     from kproto import _codec, _pure
-    from kproto._pure import fetch as pure
     from kproto.protocol import engine
+    from kproto.protocol import slicer as pure
 
     def pure_slice(body: bytes, version: int) -> Any:
         engine.codec = _pure  # the pure twin all the way down (its varints too)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol.apis import FETCH
-from ..protocol.engine import codec_for
-from ..records.fetched import FetchedPartition, FetchSlice
+from ..fetched import FetchedPartition, FetchSlice
+from .apis import FETCH
+from .engine import codec_for
 
 
 def slice_fetch(body: Any, version: int) -> FetchSlice:

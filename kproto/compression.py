@@ -1,0 +1,366 @@
+"""Record-set compression codecs: gzip, snappy, lz4, zstd (PROTOCOL_NOTES §4).
+
+The record decoder calls :func:`decompress` once per compressed batch (with
+the GIL); the encoder calls :func:`compress`. Readers accept what every
+producer writes:
+
+* gzip: RFC 1952, concatenated members too;
+* snappy: xerial framing (``\\x82SNAPPY\\0`` header, then ``[int32 length][raw block]``
+  chunks: Java, kafka-python) *and* plain raw snappy (librdkafka, franz-go);
+* lz4: the LZ4 frame format; for magic 0 the header checksum may be the broken
+  one Kafka < 0.10 wrote (KAFKA-3160), so it is repaired before decoding;
+* zstd: streaming frames, several of them, without assuming a content size.
+
+Every failure is a :class:`~kproto.errors.CorruptRecordError` naming the codec;
+output beyond ``max_size`` bytes (a decompression bomb) raises
+:class:`~kproto.errors.DecompressionLimitError` before it is allocated.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import zlib
+from typing import Any
+
+from .errors import ConfigError, CorruptRecordError, DecompressionLimitError
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+_BY_NAME = {v: k for k, v in CODEC_NAMES.items()}
+#: Default cap on one batch's decompressed size (Kafka's own fetch ceiling is 50 MiB a
+#: response; 256 MiB leaves room while stopping bombs).
+DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
+
+#: Streams are decompressed this much at a time, so a bomb is stopped within one step of
+#: the cap: the peak is max_decompressed + _STEP, whatever the stream claims or holds.
+_STEP = 1 << 20
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = 16
+XERIAL_BLOCK = 32 * 1024
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+
+def codec_id(codec: str | int | None) -> int:
+    """``"lz4"``, ``"LZ4"``, ``3``, ``None``/``"none"`` -> the codec id."""
+    if codec is None:
+        return NONE
+    if isinstance(codec, int) and codec in CODEC_NAMES:
+        return codec
+    if isinstance(codec, str) and codec.lower() in _BY_NAME:
+        return _BY_NAME[codec.lower()]
+    raise ConfigError(f"unknown compression codec {codec!r}; use one of "
+                      f"{', '.join(CODEC_NAMES.values())}")
+
+
+def _corrupt(codec: int, what: str, cause: BaseException | None = None) -> CorruptRecordError:
+    err = CorruptRecordError(f"{CODEC_NAMES.get(codec, codec)}: {what}")
+    err.__cause__ = cause
+    return err
+
+
+def _too_big(codec: int, max_size: int, declared: int | None = None
+             ) -> DecompressionLimitError:
+    if declared is not None:
+        return DecompressionLimitError(
+            f"{CODEC_NAMES[codec]}: a batch declares {declared} decompressed bytes, more than "
+            f"max_decompressed ({max_size})")
+    return DecompressionLimitError(
+        f"{CODEC_NAMES[codec]}: a batch decompresses to more than {max_size} bytes "
+        "(max_decompressed)")
+
+
+# --------------------------------------------------------------------------- decompress
+
+
+def decompress(codec: int, data: Any, *, magic: int = 2,
+               max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
+    """Decompress one batch's records (``data``: any bytes-like object)."""
+    out = decompress_buffer(codec, data, magic=magic, max_size=max_size)
+    return out if isinstance(out, bytes) else bytes(out)
+
+
+def decompress_buffer(codec: int, data: Any, *, magic: int = 2,
+                      max_size: int = DEFAULT_MAX_DECOMPRESSED, offset: int | None = None,
+                      total: int | None = None) -> Any:
+    """Like :func:`decompress`, but may return the codec library's own buffer object
+    (anything with the buffer protocol) to save a copy: what the record decoder uses.
+
+    ``offset``, the byte offset of the batch (or message) in the record set, goes into
+    the error raised for corrupt data, so the message says where. ``total`` is the record
+    set's whole ``max_decompressed`` when ``max_size`` is what earlier batches left of it.
+    """
+    try:
+        return _decompress(codec, data, magic, max_size)
+    except DecompressionLimitError as exc:
+        if total is None or max_size >= total:
+            exc.offset = offset
+            raise
+        raise DecompressionLimitError(
+            f"{exc.message}: only {max_size} of the record set's max_decompressed ({total}) "
+            "were left after its earlier batches", offset=offset) from None
+    except CorruptRecordError as exc:
+        if exc.offset is None:
+            exc.offset = offset
+        raise
+
+
+def _decompress(codec: int, data: Any, magic: int, max_size: int) -> Any:
+    if codec == NONE:
+        return bytes(data)
+    if codec == GZIP:
+        return _gunzip(data, max_size)
+    if codec == SNAPPY:
+        return _unsnappy(data, max_size)
+    if codec == LZ4:
+        return _unlz4(data, magic, max_size)
+    if codec == ZSTD:
+        if magic < 2:
+            raise _corrupt(codec, f"zstd is not allowed in magic {magic} messages")
+        return _unzstd(data, max_size)
+    raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def _gunzip(data: Any, max_size: int) -> bytearray:
+    out = bytearray()
+    view = memoryview(data).cast("B")
+    try:
+        while view.nbytes:
+            d = zlib.decompressobj(wbits=31)  # gzip container only
+            src: Any = view
+            while not d.eof:
+                step = min(_STEP, max_size - len(out) + 1)
+                chunk = d.decompress(src, step)
+                out += chunk
+                if len(out) > max_size:
+                    raise _too_big(GZIP, max_size)
+                src = d.unconsumed_tail
+                if not src and len(chunk) < step:
+                    break  # input used up before the end of the stream
+            if not d.eof:
+                raise _corrupt(GZIP, "truncated gzip stream")
+            view = memoryview(d.unused_data)
+            if view.nbytes and view[:2] != b"\x1f\x8b":
+                break  # trailing garbage after the last member: ignored, like Java
+    except zlib.error as exc:
+        raise _corrupt(GZIP, f"invalid data ({exc})", exc) from None
+    return out
+
+
+def _uvarint_prefix(view: memoryview) -> int:
+    """The uncompressed length at the head of a raw snappy block."""
+    result = shift = 0
+    for i in range(min(5, view.nbytes)):
+        b = view[i]
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result
+        shift += 7
+    raise _corrupt(SNAPPY, "invalid block header")
+
+
+def _snappy_block(block: memoryview, max_size: int) -> Any:
+    import cramjam
+
+    if _uvarint_prefix(block) > max_size:
+        raise _too_big(SNAPPY, max_size)
+    try:
+        return cramjam.snappy.decompress_raw(block)  # a buffer-protocol object: no copy
+    except Exception as exc:  # cramjam raises its own DecompressionError
+        raise _corrupt(SNAPPY, f"invalid block ({exc})", exc) from None
+
+
+def _unsnappy(data: Any, max_size: int) -> Any:
+    view = memoryview(data).cast("B")
+    if view[:8] != XERIAL_MAGIC:
+        return _snappy_block(view, max_size)
+    if view.nbytes < XERIAL_HEADER:
+        raise _corrupt(SNAPPY, "truncated xerial header")
+    # Walk the chunks once for their sizes, then decompress each into its place in one
+    # buffer (no per-chunk objects to join).
+    chunks, pos, total = [], XERIAL_HEADER, 0
+    while pos < view.nbytes:
+        if view.nbytes - pos < 4:
+            raise _corrupt(SNAPPY, f"truncated xerial chunk length at byte {pos}")
+        (n,) = struct.unpack_from(">i", view, pos)
+        pos += 4
+        if n < 0 or n > view.nbytes - pos:
+            raise _corrupt(SNAPPY, f"xerial chunk of {n} bytes runs past the end at byte {pos}")
+        block = view[pos:pos + n]
+        size = _uvarint_prefix(block)
+        total += size
+        if total > max_size:
+            raise _too_big(SNAPPY, max_size)
+        chunks.append((block, size))
+        pos += n
+    return _snappy_into(chunks, total)
+
+
+def _snappy_into(chunks: list[tuple[memoryview, int]], total: int) -> bytearray:
+    import cramjam
+
+    out = bytearray(total)
+    target = memoryview(out)
+    at = 0
+    for block, size in chunks:
+        try:
+            written = cramjam.snappy.decompress_raw_into(block, target[at:at + size])
+        except Exception as exc:  # cramjam raises its own DecompressionError
+            raise _corrupt(SNAPPY, f"invalid block ({exc})", exc) from None
+        if written != size:
+            raise _corrupt(SNAPPY, f"block decompressed to {written} bytes, not {size}")
+        at += size
+    return out
+
+
+def _xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of a few bytes (the LZ4 frame descriptor checksum)."""
+    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+    m = 0xFFFFFFFF
+    rotl = lambda x, r: ((x << r) | (x >> (32 - r))) & m  # noqa: E731
+    n, i = len(data), 0
+    if n >= 16:
+        v = [(seed + p1 + p2) & m, (seed + p2) & m, seed & m, (seed - p1) & m]
+        while i + 16 <= n:
+            for k in range(4):
+                v[k] = (rotl((v[k] + struct.unpack_from("<I", data, i)[0] * p2) & m, 13) * p1) & m
+                i += 4
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & m
+    else:
+        h = (seed + p5) & m
+    h = (h + n) & m
+    while i + 4 <= n:
+        h = (rotl((h + struct.unpack_from("<I", data, i)[0] * p3) & m, 17) * p4) & m
+        i += 4
+    while i < n:
+        h = (rotl((h + data[i] * p5) & m, 11) * p1) & m
+        i += 1
+    h ^= h >> 15
+    h = (h * p2) & m
+    h ^= h >> 13
+    h = (h * p3) & m
+    return h ^ (h >> 16)
+
+
+def _lz4_descriptor_end(view: memoryview) -> int:
+    """Offset of the header checksum byte: magic(4) FLG BD [size 8] [dict id 4]."""
+    if view.nbytes < 7 or view[:4] != _LZ4_MAGIC:
+        raise _corrupt(LZ4, "not an LZ4 frame")
+    flg = view[4]
+    return 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+
+
+def _lz4_fix_header_checksum(view: memoryview) -> bytes:
+    """KAFKA-3160: Kafka < 0.10 computed HC over magic+FLG+BD for magic 0. Recompute it."""
+    end = _lz4_descriptor_end(view)
+    fixed = bytearray(view)
+    fixed[end] = (_xxh32(bytes(view[4:end])) >> 8) & 0xFF
+    return bytes(fixed)
+
+
+def _unlz4(data: Any, magic: int, max_size: int) -> bytearray:
+    import lz4.frame
+
+    view = memoryview(data).cast("B")
+    src: Any = _lz4_fix_header_checksum(view) if magic == 0 else view
+    try:  # a frame that declares its size is refused before anything is decompressed
+        declared = lz4.frame.get_frame_info(src)["content_size"]
+    except (RuntimeError, ValueError, TypeError):
+        declared = 0  # no valid header: the decompressor says what is wrong
+    if declared > max_size:
+        raise _too_big(LZ4, max_size, declared)
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = bytearray()
+    try:
+        while True:
+            chunk = d.decompress(src, max_length=min(_STEP, max_size - len(out) + 1))
+            out += chunk
+            if len(out) > max_size:
+                raise _too_big(LZ4, max_size)
+            if d.eof or d.needs_input or not chunk:
+                break
+            src = b""  # more output is waiting inside the decompressor
+    except RuntimeError as exc:
+        raise _corrupt(LZ4, f"invalid frame ({exc})", exc) from None
+    if not d.eof:
+        raise _corrupt(LZ4, "truncated frame")
+    return out
+
+
+_zstd_local = threading.local()
+
+
+def _unzstd(data: Any, max_size: int) -> bytearray:
+    import zstandard
+
+    dctx = getattr(_zstd_local, "dctx", None)
+    if dctx is None:
+        dctx = _zstd_local.dctx = zstandard.ZstdDecompressor()
+    try:  # a frame that declares its size is refused before anything is decompressed
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        declared = -1  # no valid header: the decompressor says what is wrong
+    if declared > max_size:
+        raise _too_big(ZSTD, max_size, declared)
+    out = bytearray()
+    try:
+        with dctx.stream_reader(data, read_across_frames=True, closefd=False) as reader:
+            while True:
+                chunk = reader.read(min(_STEP, max_size - len(out) + 1))
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > max_size:
+                    raise _too_big(ZSTD, max_size)
+    except zstandard.ZstdError as exc:
+        raise _corrupt(ZSTD, f"invalid data ({exc})", exc) from None
+    return out
+
+
+# --------------------------------------------------------------------------- compress
+
+
+def compress(codec: int, data: Any, *, level: int | None = None, magic: int = 2) -> bytes:
+    """Compress a batch's records the way the Java client does."""
+    if codec == NONE:
+        return bytes(data)
+    if codec == GZIP:
+        import gzip
+
+        return gzip.compress(bytes(data), compresslevel=9 if level is None else level, mtime=0)
+    if codec == SNAPPY:
+        return _snappy_xerial(data)
+    if codec == LZ4:
+        import lz4.frame
+
+        out = lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                 compression_level=0 if level is None else level,
+                                 content_checksum=False, block_linked=False,
+                                 store_size=False)
+        if magic == 0:  # what Kafka < 0.10 expects: the broken header checksum (KAFKA-3160)
+            view = memoryview(out)
+            end = _lz4_descriptor_end(view)
+            fixed = bytearray(out)
+            fixed[end] = (_xxh32(bytes(view[:end])) >> 8) & 0xFF
+            out = bytes(fixed)
+        return bytes(out)
+    if codec == ZSTD:
+        if magic < 2:
+            raise ConfigError("zstd needs record batches (magic 2)")
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
+    raise ConfigError(f"unknown compression codec {codec}")
+
+
+def _snappy_xerial(data: Any) -> bytes:
+    import cramjam
+
+    view = memoryview(data).cast("B")
+    out = [XERIAL_MAGIC, struct.pack(">ii", 1, 1)]
+    for pos in range(0, view.nbytes, XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(view[pos:pos + XERIAL_BLOCK]))
+        out.append(struct.pack(">i", len(block)))
+        out.append(block)
+    return b"".join(out)
