@@ -1,7 +1,9 @@
-"""The ``kproto`` command against a real broker (Tansu): output, JSON, exit codes, errors.
+"""The ``kproto`` command against real brokers: output, JSON, exit codes, errors.
 
 Commands run in-process through ``kproto.cli.main`` (fast) except one run of
-the installed ``python -m kproto`` entry point.
+the installed ``python -m kproto`` entry point. On the broker matrix
+(tests/brokers.py); the entry point and the settings errors (which never reach a
+broker) on Tansu only.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kproto import Admin, Producer, records
+from kproto import Producer, records
 from kproto.cli import main
 from kproto.testing import free_port
 
@@ -31,93 +33,96 @@ def run(capsys, *argv: str, stdin: bytes | None = None, monkeypatch=None) -> tup
     return code, out.out, out.err
 
 
-def test_metadata_table_and_json(tansu, unique_topic, capsys):
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "topics", "create", unique_topic,
+@pytest.mark.brokers(needs=("create_topics",))
+def test_metadata_table_and_json(broker, unique_topic, capsys):
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "topics", "create", unique_topic,
                        "-p", "3")
     assert code == 0
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "metadata", unique_topic)
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "metadata", unique_topic)
     assert code == 0 and "broker" in out and unique_topic in out and "isr" in out
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "--json", "metadata", unique_topic)
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "metadata", unique_topic)
     data = json.loads(out)
-    assert data["brokers"][0]["id"] == 111
+    node = broker.node_ids[0]
+    assert data["brokers"][0]["id"] == node
     [topic] = data["topics"]
     assert topic["name"] == unique_topic and len(topic["partitions"]) == 3
-    assert all(p["leader"] == 111 and p["isr"] == [111] for p in topic["partitions"])
+    assert all(p["leader"] == node and p["isr"] == [node] for p in topic["partitions"])
 
 
-def test_topics_list_create_delete(tansu, unique_topic, capsys):
-    assert run(capsys, "-b", tansu.bootstrap, "topics", "create", unique_topic, "-p", "2")[0] == 0
-    code, out, err = run(capsys, "-b", tansu.bootstrap, "topics", "create", unique_topic)
+@pytest.mark.brokers(needs=("create_topics",))
+def test_topics_list_create_delete(broker, unique_topic, capsys):
+    assert run(capsys, "-b", broker.bootstrap, "topics", "create", unique_topic, "-p", "2")[0] == 0
+    code, out, err = run(capsys, "-b", broker.bootstrap, "topics", "create", unique_topic)
     assert code == 1 and "TopicAlreadyExists" in err and err.count("\n") == 1
-    assert run(capsys, "-b", tansu.bootstrap, "topics", "create", unique_topic,
+    assert run(capsys, "-b", broker.bootstrap, "topics", "create", unique_topic,
                "--if-not-exists")[0] == 0
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "--json", "topics", "list")
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "topics", "list")
     assert {"name": unique_topic, "partitions": 2} in json.loads(out)
-    assert run(capsys, "-b", tansu.bootstrap, "topics", "delete", unique_topic)[0] == 0
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "--json", "topics", "list")
+    assert run(capsys, "-b", broker.bootstrap, "topics", "delete", unique_topic)[0] == 0
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "topics", "list")
     assert unique_topic not in {t["name"] for t in json.loads(out)}
 
 
-def test_produce_lines_then_consume_json(tansu, unique_topic, capsys, monkeypatch):
+def test_produce_lines_then_consume_json(broker, unique_topic, capsys, monkeypatch):
     lines = b"".join(b"k%d:value %d\n" % (i % 3, i) for i in range(50))
-    code, _, err = run(capsys, "-b", tansu.bootstrap, "produce", unique_topic, "-K", ":",
+    code, _, err = run(capsys, "-b", broker.bootstrap, "produce", unique_topic, "-K", ":",
                        "-H", "source=cli", stdin=lines, monkeypatch=monkeypatch)
     assert code == 0 and "produced 50 records" in err
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "consume", unique_topic,
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "consume", unique_topic,
                        "--format", "json")
     got = [json.loads(line) for line in out.splitlines()]
     assert sorted(int(r["value"].split()[1]) for r in got) == list(range(50))
     assert all(r["key"] == f"k{int(r['value'].split()[1]) % 3}" for r in got)
     assert all(r["headers"] == [["source", "cli"]] for r in got)
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "consume", unique_topic, "-n", "5",
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "consume", unique_topic, "-n", "5",
                        "--format", "raw")
     assert len(out.splitlines()) == 5 and out.startswith("value ")
 
 
-def test_consume_to_parquet_with_offsets_and_progress(tansu, unique_topic, capsys, tmp_path):
+def test_consume_to_parquet_with_offsets_and_progress(broker, unique_topic, capsys, tmp_path):
     n = 5000
-    with Producer(bootstrap_servers=tansu.bootstrap) as p:
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
         p.send_batch(unique_topic, pa.table({"value": [b"%d" % i for i in range(n)]}),
                      partition=0).result()
     out_file = tmp_path / "out.parquet"
-    code, _, err = run(capsys, "-b", tansu.bootstrap, "consume", unique_topic, "-p", "0",
+    code, _, err = run(capsys, "-b", broker.bootstrap, "consume", unique_topic, "-p", "0",
                        "--from", "100", "--to", "4100", "-o", str(out_file), "--progress")
     assert code == 0 and "wrote 4,000 records" in err and "rec/s" in err and "ETA" in err
     table = pq.read_table(out_file)
     assert table.column("offset").to_pylist() == list(range(100, 4100))
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "consume", unique_topic, "-p", "0",
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "consume", unique_topic, "-p", "0",
                        "--from", "-3", "--format", "json")
     assert [json.loads(line)["offset"] for line in out.splitlines()] == [4997, 4998, 4999]
 
 
-def test_produce_parquet_file_and_offsets(tansu, unique_topic, capsys, tmp_path):
+def test_produce_parquet_file_and_offsets(broker, unique_topic, capsys, tmp_path):
     source = tmp_path / "in.parquet"
     pq.write_table(pa.table({"key": [b"a", b"b", b"c"], "value": [b"1", b"2", b"3"]}), source)
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "--json", "produce", unique_topic,
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "produce", unique_topic,
                        "-f", str(source), "-z", "zstd")
     assert code == 0 and json.loads(out)["records"] == 3
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "--json", "offsets", unique_topic)
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "offsets", unique_topic)
     data = json.loads(out)
     assert sum(d["latest"] for d in data) == 3 and all(d["earliest"] == 0 for d in data)
 
 
-def test_groups_list_and_describe_with_lag(tansu, unique_topic, capsys):
-    from kproto import Admin, Consumer
+@pytest.mark.brokers(needs=("admin_groups",))
+def test_groups_list_and_describe_with_lag(broker, unique_topic, capsys):
+    from kproto import Consumer
 
     group = f"g-{unique_topic}"
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
-        admin.create_topics({unique_topic: 2})
-    with Producer(bootstrap_servers=tansu.bootstrap) as p:
+    broker.create_topic(unique_topic, 2)
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
         p.send_batch(unique_topic, pa.table({"value": [b"x"] * 10}), partition=0).result()
-    with Consumer(bootstrap_servers=tansu.bootstrap, group_id=group) as c:
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id=group) as c:
         c.commit({(unique_topic, 0): 4})
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "--json", "groups", "list")
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "groups", "list")
     assert group in {g["group_id"] for g in json.loads(out)}
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "--json", "groups", "describe", group)
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "groups", "describe", group)
     [desc] = json.loads(out)
     assert desc["offsets"] == [{"topic": unique_topic, "partition": 0, "committed": 4,
                                 "end": 10, "lag": 6, "member": None}]
-    code, out, _ = run(capsys, "-b", tansu.bootstrap, "groups", "describe", group)
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "groups", "describe", group)
     assert code == 0 and "lag" in out
 
 
@@ -148,14 +153,13 @@ def test_bad_settings_are_one_clear_line(tansu, capsys, argv, message, monkeypat
     assert code == 1 and message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_bad_bootstrap_and_unknown_partition(tansu, unique_topic, capsys):
+def test_bad_bootstrap_and_unknown_partition(broker, unique_topic, capsys):
     port = free_port()
     code, _, err = run(capsys, "-b", f"127.0.0.1:{port}", "-X", "request.timeout.ms=1000",
                        "metadata")
     assert code == 1 and f"127.0.0.1:{port}" in err and "is the broker running" in err
-    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
-        admin.create_topics({unique_topic: 4})
-    code, _, err = run(capsys, "-b", tansu.bootstrap, "offsets", unique_topic, "-p", "9")
+    broker.create_topic(unique_topic, 4)
+    code, _, err = run(capsys, "-b", broker.bootstrap, "offsets", unique_topic, "-p", "9")
     assert code == 1 and "has no partition 9" in err
 
 
