@@ -1,7 +1,10 @@
 """Broker and network faults: the client loses nothing, duplicates nothing, never hangs.
 
-A :class:`kproto.testing.FaultProxy` sits between the client and a Tansu broker
-of its own (Metadata advertises the proxy, so every connection crosses it).
+A :class:`kproto.testing.FaultProxy` sits between the client and a single-node
+broker of the matrix (tests/brokers.py: Tansu, noida-db; Metadata answers are
+rewritten to name the proxy, so every connection crosses it; the mock's three
+nodes are tests/test_reliability.py's). The restart test is Tansu's (in-memory:
+the restarted log is empty; noida-db's restarts are tests/test_noida_*.py's).
 Values carry sequence numbers, so delivery is checked record by record.
 """
 
@@ -15,31 +18,20 @@ import pytest
 
 from kproto import Consumer, Producer, TopicPartition
 from kproto.errors import KafkaConnectionError, KafkaTimeoutError
-from kproto.testing import FaultProxy, TansuBroker, free_port
+from kproto.testing import FaultProxy, TansuBroker
 
 pytestmark = pytest.mark.broker
 
 
-@pytest.fixture(scope="module")
-def proxied():
-    """(broker, proxy): a Tansu broker reachable only through a fault proxy."""
-    proxy_port = free_port()
-    broker = TansuBroker(advertised_port=proxy_port).start()
-    proxy = FaultProxy(broker.port, port=proxy_port).start()
-    try:
-        yield broker, proxy
-    finally:
-        proxy.stop()
-        broker.stop()
-
-
 @pytest.fixture
-def proxy(proxied):
-    broker, proxy = proxied
-    proxy.faults.clear()
-    yield proxy
-    proxy.refuse = proxy.stall = False
-    proxy.delay = 0.0
+def proxy(broker, unique_topic):
+    """The broker reachable only through a fault proxy (the topic made with 4 partitions)."""
+    broker.create_topic(unique_topic, 4)
+    with broker.proxied() as proxied:
+        yield proxied.proxy
+
+
+single_node = pytest.mark.brokers(needs=("single_node",))
 
 
 def _values(n: int, start: int = 0) -> pa.Table:
@@ -73,6 +65,7 @@ class Chaos(threading.Thread):
         self.join()
 
 
+@single_node
 def test_consumer_exactly_once_in_order_across_connection_resets(proxy, unique_topic):
     """Five rounds of: produce 8000 records, then read them while responses are cut
     mid-way (once per round, at a different byte) and connections reset every 0.3 s."""
@@ -95,6 +88,7 @@ def test_consumer_exactly_once_in_order_across_connection_resets(proxy, unique_t
     assert got == list(range(40000))                   # every record, once, in order
 
 
+@single_node
 def test_idempotent_producer_loses_and_duplicates_nothing(proxy, unique_topic):
     n = 20000
     with Producer(bootstrap_servers=proxy.address, enable_idempotence=True, linger_ms=1,
@@ -116,6 +110,7 @@ def test_idempotent_producer_loses_and_duplicates_nothing(proxy, unique_topic):
     assert len(set(known)) == len(known)
 
 
+@single_node
 def test_truncated_and_corrupted_responses_never_become_wrong_data(proxy, unique_topic):
     n = 5000
     with Producer(bootstrap_servers=proxy.address) as p:
@@ -146,6 +141,7 @@ def test_truncated_and_corrupted_responses_never_become_wrong_data(proxy, unique
     assert len(errors) == 1 and "CRC" in str(errors[0]), errors
 
 
+@single_node
 def test_broker_that_stops_answering_times_out_and_recovers(proxy, unique_topic):
     with Producer(bootstrap_servers=proxy.address) as p:
         p.send_batch(unique_topic, _values(100), partition=3).result(30)
