@@ -3,6 +3,10 @@
 One SparkSession (local[2], the machine's Java) for the module: starting one
 costs ~10 s. The Python workers run this interpreter (PYSPARK_PYTHON), so they
 import the kproto under test.
+
+Spark jobs are slow: the cheapest end-to-end write and read
+(``test_write_then_read_back_identical_rows``) runs on every broker of the
+matrix (tests/brokers.py), the rest on Tansu only.
 """
 
 from __future__ import annotations
@@ -229,14 +233,15 @@ def test_offsets_json_must_name_every_partition(spark, tansu, filled):
 # ---------------------------------------------------------------- writing
 
 
-def test_write_then_read_back_identical_rows(spark, tansu, unique_topic):
+def test_write_then_read_back_identical_rows(spark, broker, unique_topic):
+    broker.create_topic(unique_topic, 4)
     rows = [(b"k%d" % i, b"v%d" % i, i % 4, [("h", b"%d" % i)]) for i in range(3000)]
     df = spark.createDataFrame(rows, "key binary, value binary, partition int, "
                                      "headers array<struct<key: string, value: binary>>")
     (df.write.format("kproto").mode("append")
-     .option("kafka.bootstrap.servers", tansu.bootstrap)
+     .option("kafka.bootstrap.servers", broker.bootstrap)
      .option("topic", unique_topic).option("kafka.compression.type", "lz4").save())
-    back = _reader(spark, tansu, subscribe=unique_topic, includeHeaders="true").collect()
+    back = _reader(spark, broker, subscribe=unique_topic, includeHeaders="true").collect()
     got = sorted((r["key"], r["value"], r["partition"], [(h["key"], h["value"])
                                                          for h in r["headers"]]) for r in back)
     assert got == sorted((bytes(k), bytes(v), p, h) for k, v, p, h in rows)
