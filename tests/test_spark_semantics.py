@@ -2,8 +2,11 @@
 validation (``KafkaSourceProvider``) and data loss detection in streaming
 (``KafkaMicroBatchStream`` / ``KafkaOffsetReader``).
 
-These run the driver-side planning code against a real Tansu broker without
-starting Spark (the end-to-end Spark runs are in test_spark.py).
+These run the driver-side planning code against real brokers without starting
+Spark (the end-to-end Spark runs are in test_spark.py): the broker matrix
+(tests/brokers.py); a test that deletes topics needs CreateTopics/DeleteTopics
+(not the mock). A log start above 0 is injected by a proxy in front of a Tansu
+broker of the module's (``trimmed``).
 """
 
 from __future__ import annotations
@@ -35,17 +38,16 @@ def _produce(bootstrap: str, topic: str, counts: dict[int, int], first: int = 0)
                          partition=part).result(30)
 
 
-def _topic(bootstrap: str, topic: str, partitions: int, counts: dict[int, int]) -> None:
-    with Admin(bootstrap_servers=bootstrap) as admin:
-        admin.create_topics({topic: partitions})
-    _produce(bootstrap, topic, counts)
+def _topic(broker, topic: str, partitions: int, counts: dict[int, int]) -> None:
+    broker.create_topic(topic, partitions)
+    _produce(broker.bootstrap, topic, counts)
 
 
-def _recreate(bootstrap: str, topic: str, partitions: int, counts: dict[int, int]) -> None:
+def _recreate(broker, topic: str, partitions: int, counts: dict[int, int]) -> None:
     """Delete and create the topic again: the real-world way a log end moves back."""
-    with Admin(bootstrap_servers=bootstrap) as admin:
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
         admin.delete_topics([topic])
-    _topic(bootstrap, topic, partitions, counts)
+    _topic(broker, topic, partitions, counts)
 
 
 def _stream(bootstrap: str, topic: str, **options: str) -> ks.KprotoStreamReader:
@@ -71,23 +73,24 @@ def _ranges(parts: list[ks.KafkaRange]) -> set[tuple[int, int, int]]:
 # ------------------------------------------------------------ streaming: data loss
 
 
-def test_stream_log_end_below_checkpoint_is_data_loss(tansu, unique_topic, caplog):
+@pytest.mark.brokers(needs=("create_topics",))
+def test_stream_log_end_below_checkpoint_is_data_loss(broker, unique_topic, caplog):
     """The topic is recreated under a running query: its log end (10) is below the
     checkpointed offset (50). Spark: "Partition t-0 offset was changed from 50 to
     10" fails the query; with failOnDataLoss=false a warning, and the query goes
     on from 10. Before: the end was raised to 50, the 10 new records and all
     up to offset 50 were skipped in silence."""
     t = unique_topic
-    _topic(tansu.bootstrap, t, 1, {0: 50})
-    reader = _stream(tansu.bootstrap, t, startingOffsets="earliest")
+    _topic(broker, t, 1, {0: 50})
+    reader = _stream(broker.bootstrap, t, startingOffsets="earliest")
     start = reader.initialOffset()
     checkpoint = reader.latestOffset(start, ReadAllAvailable())
     assert checkpoint == {t: {"0": 50}}
     assert _ranges(reader.partitions(start, checkpoint)) == {(0, 0, 50)}
     reader.stop()
 
-    _recreate(tansu.bootstrap, t, 1, {0: 10})
-    strict = _stream(tansu.bootstrap, t)
+    _recreate(broker, t, 1, {0: 10})
+    strict = _stream(broker.bootstrap, t)
     end = strict.latestOffset(checkpoint, ReadAllAvailable())
     assert end == {t: {"0": 10}}                  # the end as it is, not raised to 50
     with pytest.raises(ks.DataLossError, match=rf"Partition {t}-0 offset was changed from 50 "
@@ -95,44 +98,46 @@ def test_stream_log_end_below_checkpoint_is_data_loss(tansu, unique_topic, caplo
         strict.partitions(checkpoint, end)
     strict.stop()
 
-    lenient = _stream(tansu.bootstrap, t, failOnDataLoss="false")
+    lenient = _stream(broker.bootstrap, t, failOnDataLoss="false")
     with caplog.at_level(logging.WARNING, logger="kproto.spark"):
         end = lenient.latestOffset(checkpoint, ReadAllAvailable())
         assert lenient.partitions(checkpoint, end) == []
     assert "offset was changed from 50 to 10" in caplog.text
     assert '"failOnDataLoss" to "true"' in caplog.text
-    _produce(tansu.bootstrap, t, {0: 5}, first=10)
+    _produce(broker.bootstrap, t, {0: 5}, first=10)
     later = lenient.latestOffset(end, ReadAllAvailable())
     assert _ranges(lenient.partitions(end, later)) == {(0, 10, 15)}   # on from the new end
     lenient.stop()
 
 
-def test_stream_deleted_partitions_are_data_loss(tansu, unique_topic, caplog):
+@pytest.mark.brokers(needs=("create_topics",))
+def test_stream_deleted_partitions_are_data_loss(broker, unique_topic, caplog):
     """Partitions in the checkpoint that are gone: Spark's "Partitions [..] have
     been deleted"; with failOnDataLoss=false the others are read on."""
     t = unique_topic
-    _topic(tansu.bootstrap, t, 2, {0: 5, 1: 5})
+    _topic(broker, t, 2, {0: 5, 1: 5})
     checkpoint = {t: {"0": 0, "1": 5}}
-    _recreate(tansu.bootstrap, t, 1, {0: 8})
-    strict = _stream(tansu.bootstrap, t)
+    _recreate(broker, t, 1, {0: 8})
+    strict = _stream(broker.bootstrap, t)
     end = strict.latestOffset(checkpoint, ReadAllAvailable())
     assert end == {t: {"0": 8}}
     with pytest.raises(ks.DataLossError, match=rf"Partitions \[{t}-1\] have been deleted\."):
         strict.partitions(checkpoint, end)
     strict.stop()
-    lenient = _stream(tansu.bootstrap, t, failOnDataLoss="false")
+    lenient = _stream(broker.bootstrap, t, failOnDataLoss="false")
     with caplog.at_level(logging.WARNING, logger="kproto.spark"):
         assert _ranges(lenient.partitions(checkpoint, end)) == {(0, 0, 8)}
     assert f"Partitions [{t}-1] have been deleted" in caplog.text
     lenient.stop()
 
 
-def test_stream_new_partitions_read_from_earliest(tansu, unique_topic):
+@pytest.mark.brokers(needs=("create_topics",))
+def test_stream_new_partitions_read_from_earliest(broker, unique_topic):
     """A partition the checkpoint does not know (added since) is read from its
     earliest offset, with no data loss (it starts at 0)."""
     t = unique_topic
-    _topic(tansu.bootstrap, t, 2, {0: 4, 1: 6})
-    reader = _stream(tansu.bootstrap, t, maxOffsetsPerTrigger="100")
+    _topic(broker, t, 2, {0: 4, 1: 6})
+    reader = _stream(broker.bootstrap, t, maxOffsetsPerTrigger="100")
     checkpoint = {t: {"0": 1}}
     end = reader.latestOffset(checkpoint, ks.ReadMaxRows(100))
     assert end == {t: {"0": 4, "1": 6}}
@@ -140,16 +145,17 @@ def test_stream_new_partitions_read_from_earliest(tansu, unique_topic):
     reader.stop()
 
 
-def test_stream_new_partition_gone_again_is_data_loss(tansu, unique_topic):
+@pytest.mark.brokers(needs=("create_topics",))
+def test_stream_new_partition_gone_again_is_data_loss(broker, unique_topic):
     """A new partition in the batch's end that is gone when the batch is planned:
     Spark's "Cannot find initial offsets for partitions [..]"."""
     t = unique_topic
-    _topic(tansu.bootstrap, t, 2, {0: 3, 1: 3})
-    reader = _stream(tansu.bootstrap, t)
+    _topic(broker, t, 2, {0: 3, 1: 3})
+    reader = _stream(broker.bootstrap, t)
     checkpoint = {t: {"0": 0}}
     end = reader.latestOffset(checkpoint, ReadAllAvailable())
     assert end == {t: {"0": 3, "1": 3}}
-    _recreate(tansu.bootstrap, t, 1, {0: 3})
+    _recreate(broker, t, 1, {0: 3})
     with pytest.raises(ks.DataLossError, match=rf"Cannot find initial offsets for partitions "
                        rf"\[{t}-1\]"):
         reader.partitions(checkpoint, end)
@@ -290,44 +296,44 @@ def test_options_spark_accepts():
 
 
 @pytest.mark.parametrize("option", ["startingOffsets", "endingOffsets"])
-def test_json_leaving_out_a_partition_is_refused(tansu, unique_topic, option):
+def test_json_leaving_out_a_partition_is_refused(broker, unique_topic, option):
     """Spark requires every partition read in a JSON of offsets; before, a left
     out partition was read from earliest (start) or latest (end) in silence."""
     t = unique_topic
-    _topic(tansu.bootstrap, t, 3, {0: 5, 1: 5, 2: 5})
+    _topic(broker, t, 3, {0: 5, 1: 5, 2: 5})
     given = {0: 1, 2: -2} if option == "startingOffsets" else {0: 3, 2: -1}
     with pytest.raises(ConfigError, match=rf"If {option} contains specific offsets, you must "
                        rf"specify all TopicPartitions \(missing \[{t}-1\]\)"):
-        _batch(tansu.bootstrap, t, **{option: _js(t, given)})
+        _batch(broker.bootstrap, t, **{option: _js(t, given)})
     full = {**given, 1: 2}
-    assert len(_batch(tansu.bootstrap, t, **{option: _js(t, full)})) == 3
+    assert len(_batch(broker.bootstrap, t, **{option: _js(t, full)})) == 3
     with pytest.raises(ConfigError, match=rf"not read by this query \[{t}-9\]"):
-        _batch(tansu.bootstrap, t, **{option: _js(t, {**full, 9: 0})})
+        _batch(broker.bootstrap, t, **{option: _js(t, {**full, 9: 0})})
 
 
-def test_stream_json_leaving_out_a_partition_is_refused(tansu, unique_topic):
+def test_stream_json_leaving_out_a_partition_is_refused(broker, unique_topic):
     t = unique_topic
-    _topic(tansu.bootstrap, t, 2, {0: 5, 1: 5})
-    reader = _stream(tansu.bootstrap, t, startingOffsets=_js(t, {0: 2}))
+    _topic(broker, t, 2, {0: 5, 1: 5})
+    reader = _stream(broker.bootstrap, t, startingOffsets=_js(t, {0: 2}))
     with pytest.raises(ConfigError, match=rf"missing \[{t}-1\]"):
         reader.initialOffset()
     reader.stop()
-    reader = _stream(tansu.bootstrap, t, startingOffsetsByTimestamp=_js(t, {1: 0}))
+    reader = _stream(broker.bootstrap, t, startingOffsetsByTimestamp=_js(t, {1: 0}))
     with pytest.raises(ConfigError, match=rf"startingOffsetsByTimestamp .*missing \[{t}-0\]"):
         reader.initialOffset()
     reader.stop()
 
 
-def test_starting_time_after_every_record(tansu, unique_topic):
+def test_starting_time_after_every_record(broker, unique_topic):
     """Spark's default startingOffsetsByTimestampStrategy "error" refuses a start
     time no record reaches; "latest" starts at the end. An ending time no record
     reaches ends at the end."""
     t = unique_topic
-    _topic(tansu.bootstrap, t, 1, {0: 5})
+    _topic(broker, t, 1, {0: 5})
     future = str(2**62)
     with pytest.raises(ConfigError, match=rf"No offset matched from request of "
                        rf"topic-partition {t}-0 and timestamp {future}"):
-        _batch(tansu.bootstrap, t, startingTimestamp=future)
-    assert _batch(tansu.bootstrap, t, startingTimestamp=future,
+        _batch(broker.bootstrap, t, startingTimestamp=future)
+    assert _batch(broker.bootstrap, t, startingTimestamp=future,
                   startingOffsetsByTimestampStrategy="latest") == []
-    assert _ranges(_batch(tansu.bootstrap, t, endingTimestamp=future)) == {(0, 0, 5)}
+    assert _ranges(_batch(broker.bootstrap, t, endingTimestamp=future)) == {(0, 0, 5)}
