@@ -540,8 +540,10 @@ def test_noida_does_not_outlive_its_python_process(tmp_path: Path) -> None:
 
 def test_noida_missing_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KPROTO_NOIDA", raising=False)
-    real = testing.importlib.util.find_spec
-    monkeypatch.setattr(testing.importlib.util, "find_spec",
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "noida_db" else real(name, *a))
     with pytest.raises(RuntimeError, match=r"'noida-db' package, which is not installed"):
         NoidaBroker().start()

@@ -1,0 +1,169 @@
+"""librdkafka's mock cluster, hosted inside this process (see :mod:`kproto.testing`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ._process import _live, _live_lock, probe_api_versions
+
+# --------------------------------------------------------------------------- librdkafka mock
+
+
+class MockCluster:
+    """librdkafka's mock cluster: ``num_brokers`` brokers on 127.0.0.1, in this process.
+
+    A ``confluent_kafka.Producer`` created with ``test.mock.num.brokers`` hosts
+    the cluster in its background threads; the cluster lives exactly as long
+    as that client, so it is kept open until ``stop()``.
+
+    >>> with MockCluster(3) as cluster:        # doctest: +SKIP
+    ...     cluster.bootstrap                  # '127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3'
+    ...     cluster.brokers                    # [(1, '127.0.0.1', p1), (2, ...), (3, ...)]
+
+    ``config`` adds librdkafka properties for the hosting client, e.g.
+    ``{'log_level': 7}`` to see its notices (the default, 4, hides them).
+    """
+
+    def __init__(
+        self,
+        num_brokers: int = 3,
+        *,
+        startup_timeout: float = 10.0,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        if num_brokers < 1:
+            raise ValueError("num_brokers must be >= 1")
+        self.num_brokers = num_brokers
+        self.startup_timeout = startup_timeout
+        self.config = dict(config or {})
+        self._client: Any = None
+        self._brokers: list[tuple[int, str, int]] = []
+        self.cluster_id: str | None = None
+        self._lock = threading.RLock()
+
+    @property
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """``[(node_id, host, port), ...]`` sorted by node id."""
+        if not self._brokers:
+            raise RuntimeError("MockCluster has not been started")
+        return list(self._brokers)
+
+    @property
+    def bootstrap(self) -> str:
+        """Comma-separated ``host:port`` of every broker, for ``bootstrap.servers``."""
+        return ",".join(f"{host}:{port}" for _, host, port in self.brokers)
+
+    @property
+    def client(self) -> Any:
+        """The ``confluent_kafka.Producer`` hosting the cluster (None when stopped)."""
+        return self._client
+
+    @property
+    def running(self) -> bool:
+        return self._client is not None
+
+    def __repr__(self) -> str:
+        where = self.bootstrap if self._brokers else "unstarted"
+        return f"<MockCluster {where} {'running' if self.running else 'stopped'}>"
+
+    def __enter__(self) -> MockCluster:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> MockCluster:
+        """Create the hosting client and wait for every broker to answer; returns ``self``."""
+        with self._lock:
+            if self._client is not None:
+                return self
+            try:
+                from confluent_kafka import KafkaException, Producer
+            except ImportError as exc:
+                raise RuntimeError(
+                    "MockCluster needs the 'confluent-kafka' package (librdkafka's mock "
+                    "cluster): pip install -e '.[test]' (or pip install confluent-kafka)"
+                ) from exc
+            # bootstrap.servers is ignored (and may be omitted) once the mock is enabled.
+            conf = {"test.mock.num.brokers": self.num_brokers, "log_level": 4, **self.config}
+            self._client = Producer(conf)
+            try:
+                deadline = time.monotonic() + self.startup_timeout
+                last_error: BaseException | None = None
+                while True:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise RuntimeError(
+                            f"librdkafka mock cluster did not report {self.num_brokers} brokers "
+                            f"within {self.startup_timeout:g} s (last error: {last_error!r})"
+                        )
+                    try:
+                        metadata = self._client.list_topics(timeout=min(remaining, 2.0))
+                    except KafkaException as exc:
+                        last_error = exc
+                        continue
+                    if len(metadata.brokers) >= self.num_brokers:
+                        break
+                    time.sleep(0.01)
+                self._brokers = sorted((b.id, b.host, b.port) for b in metadata.brokers.values())
+                self.cluster_id = metadata.cluster_id
+                for _, host, port in self._brokers:
+                    probe_api_versions(host, port, timeout=max(deadline - time.monotonic(), 1.0))
+            except BaseException:
+                self._close_client()
+                raise
+            with _live_lock:
+                _live.add(self)
+            return self
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int = 1) -> None:
+        """Create a topic of ``partitions`` partitions (the mock has no CreateTopics;
+        auto-creation makes 4): librdkafka's ``rd_kafka_mock_topic_create``, called
+        through ctypes on the hosting client. ``RuntimeError`` with the broker's
+        error code if it refuses (36: the topic exists)."""
+        import ctypes
+
+        import confluent_kafka
+
+        with self._lock:
+            if self._client is None:
+                raise RuntimeError("MockCluster has not been started")
+            libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+            lib = ctypes.CDLL(str(next(libs.glob("librdkafka*"), "librdkafka.so.1")))
+            lib.rd_kafka_handle_mock_cluster.restype = ctypes.c_void_p
+            lib.rd_kafka_handle_mock_cluster.argtypes = [ctypes.c_void_p]
+            lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+            lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
+            lib.rd_kafka_mock_topic_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                       ctypes.c_int, ctypes.c_int]
+            # confluent-kafka's Handle object: PyObject_HEAD, then the rd_kafka_t pointer
+            rk = ctypes.c_void_p.from_address(id(self._client) + object.__basicsize__).value
+            mock = lib.rd_kafka_handle_mock_cluster(rk) if rk else None
+            if not mock or lib.rd_kafka_mock_cluster_bootstraps(mock).decode() != self.bootstrap:
+                raise RuntimeError("cannot reach librdkafka's mock cluster API through "
+                                   "this confluent-kafka build")
+            err = lib.rd_kafka_mock_topic_create(mock, name.encode(), partitions,
+                                                 replication_factor)
+            if err:
+                raise RuntimeError(f"the mock cluster refused to create {name!r}: error {err}")
+
+    def stop(self) -> None:
+        """Close the hosting client; the mock brokers' ports close with it."""
+        with self._lock:
+            try:
+                self._close_client()
+            finally:
+                with _live_lock:
+                    _live.discard(self)
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            close = getattr(client, "close", None)  # Producer.close() is new in confluent-kafka 2.x
+            if close is not None:
+                close()
+            del client
