@@ -46,6 +46,11 @@ from kproto.testing import FaultProxy, NoidaBroker, free_port
 
 from .noida_support import Ledger, LogCounter, parse, saved_mtime, settle_saved, value
 
+try:        # the Spark session fixture of tests/test_spark.py (one per module)
+    from .test_spark import spark  # noqa: F401
+except ImportError:     # moved to conftest.py
+    pass
+
 pytestmark = pytest.mark.broker
 
 LEDGER = Ledger("noida restart proofs")
@@ -505,3 +510,86 @@ def test_group_consumer_across_kill9_and_restart(broker, topic):
                **marks, commit_errors=dict(commit_errors), client_log=dict(logs.counts))
     assert "kill2_saved_commits" in marks and min(marks["kill1_position"].values()) < per
     assert total == parts * per + duplicated
+
+
+# --------------------------------------------------------------------------- Spark
+
+
+def test_spark_stream_survives_kill9_and_restart(spark, broker, topic, tmp_path):
+    """A streaming query (kproto source -> parquet sink, checkpointed, a trigger
+    every 300 ms) reads 1,500 records written before; then noida-db is killed
+    (after its last save: the records are on disk) and started again 2 s later
+    while 1,500 more are produced (the producer retries until it is back), and
+    1,500 after. The query goes on through the outage (its triggers meet a dead
+    broker) and the sink holds every record exactly once."""
+    parts, step = 3, 500
+    _create(broker.bootstrap, topic, parts)
+
+    def produce(start: int) -> None:
+        with _producer(broker.bootstrap) as p:
+            futures = [p.send(topic, value(part, s), partition=part)
+                       for s in range(start, start + step) for part in range(parts)]
+            p.flush(60)
+        assert all(f.exception(0) is None for f in futures)
+
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    produce(0)
+    stream = (spark.readStream.format("kproto")
+              .option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("kafka.request.timeout.ms", "5000").load())
+    query = (stream.select("value", "partition", "offset").writeStream.format("parquet")
+             .option("path", out).option("checkpointLocation", checkpoint)
+             .trigger(processingTime="300 milliseconds").start())
+    info: dict[str, Any] = {}
+
+    def arrived() -> int:
+        if query.exception() is not None:
+            raise AssertionError(f"the query failed: {query.exception()}")
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    def wait_for(n: int, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while arrived() < n:
+            assert time.monotonic() < deadline, (arrived(), n)
+            time.sleep(0.2)
+
+    try:
+        wait_for(parts * step)
+        settle_saved(broker, quiet=1.5)
+        batches_before = query.lastProgress["batchId"]
+        broker.kill()
+        during = threading.Thread(target=produce, args=(step,), daemon=True)
+        during.start()
+        time.sleep(2.0)                   # triggers meet a dead broker meanwhile
+        broker.start()
+        during.join(60)
+        assert not during.is_alive()
+        produce(2 * step)
+        wait_for(3 * parts * step)
+        time.sleep(1.0)                   # nothing more may come
+        info["micro_batches"] = query.lastProgress["batchId"] + 1
+        info["micro_batches_before_kill"] = batches_before + 1
+        info["rows_in_progress_reports"] = arrived()
+        info["batches_rows_and_trigger_ms"] = [
+            (q["batchId"], q["numInputRows"], q["durationMs"].get("triggerExecution"))
+            for q in query.recentProgress if q["numInputRows"]]
+    finally:
+        query.stop()
+    assert query.exception() is None
+    rows = spark.read.parquet(out).collect()
+    seen: dict[int, list[int]] = {p: [] for p in range(parts)}
+    offsets: dict[int, set[int]] = {p: set() for p in range(parts)}
+    for r in rows:
+        _, p, s = parse(bytes(r["value"]))
+        assert p == r["partition"]
+        seen[p].append(s)
+        offsets[p].add(r["offset"])
+    duplicated = sum(len(v) - len(set(v)) for v in seen.values())
+    LEDGER.add("spark: streaming query across kill -9 and restart", produced=3 * parts * step,
+               produced_during_outage=parts * step, read=len(rows), duplicated=duplicated,
+               lost=3 * parts * step - sum(len(set(v)) for v in seen.values()), **info)
+    for p in range(parts):
+        assert sorted(seen[p]) == list(range(3 * step)), f"partition {p}"
+        assert len(offsets[p]) == 3 * step
+    assert len(rows) == 3 * parts * step and info["rows_in_progress_reports"] == len(rows)
