@@ -138,7 +138,7 @@ def test_task_streams_its_range_in_steps(mock_cluster, unique_topic, monkeypatch
         for v in values:                      # ~16 KB record batches
             p.send(unique_topic, v, partition=1)
         p.flush(30)
-    monkeypatch.setattr(kproto.spark, "STEP_BYTES", 64 << 10)
+    monkeypatch.setattr(kproto.spark.source, "STEP_BYTES", 64 << 10)
     settings = tuple(resolve("consumer", bootstrap_servers=mock_cluster.bootstrap,
                              max_partition_fetch_bytes=32 << 10).items())
     part = kproto.spark.KafkaRange(unique_topic, 1, 3, 20000, settings, True, True)
