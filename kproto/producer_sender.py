@@ -36,6 +36,7 @@ from .producer_accumulator import ProducerBatch, RecordAccumulator
 from .producer_state import IdempotenceState
 from .protocol import ApiKey
 from .records.batch import stamp_batch
+from .structs import topic_id_of
 
 __all__ = ["Sender"]
 
@@ -276,7 +277,7 @@ class Sender:
         fields = {
             "transactional_id": None, "acks": acks,
             "timeout_ms": self.config["request_timeout_ms"],
-            "topic_data": [{"name": t, "topic_id": _topic_id(meta, t), "partition_data": parts}
+            "topic_data": [{"name": t, "topic_id": topic_id_of(meta, t), "partition_data": parts}
                            for t, parts in topics.items()],
         }
         conn = None
@@ -485,10 +486,3 @@ class _Sent(NamedTuple):
 
     batches: list[ProducerBatch]
     sent: float
-
-
-def _topic_id(meta: Any, topic: str) -> Any:
-    import uuid
-
-    info = meta.topics.get(topic)
-    return info.topic_id if info is not None and info.topic_id is not None else uuid.UUID(int=0)
