@@ -10,6 +10,10 @@ Against real Tansu brokers. Two fronts stand between client and broker:
 - :class:`kproto.testing.FaultProxy` for an unreachable broker.
 
 Values carry sequence numbers; every test reads the log back.
+
+The Gate's tests are Tansu's (the Gate does not rewrite Metadata: the broker
+must advertise the Gate's port, which only Tansu can be told); the tests without
+a front run on the broker matrix (tests/brokers.py).
 """
 
 from __future__ import annotations
@@ -375,9 +379,9 @@ def test_send_and_send_batch_keep_call_order_per_partition(gate, unique_topic, i
     assert _log(gate.address, unique_topic) == list(range(i))
 
 
-def test_send_and_send_batch_keep_call_order_on_the_mock_cluster(mock_cluster, unique_topic):
-    """The same on librdkafka's mock cluster (3 brokers), idempotent."""
-    with Producer(bootstrap_servers=mock_cluster.bootstrap, enable_idempotence=True,
+def test_send_and_send_batch_keep_call_order_on_the_broker_matrix(broker, unique_topic):
+    """The same on every broker of the matrix (the mock: 3 brokers), idempotent."""
+    with Producer(bootstrap_servers=broker.bootstrap, enable_idempotence=True,
                   linger_ms=300) as p:
         i = 0
         for _ in range(4):
@@ -387,7 +391,7 @@ def test_send_and_send_batch_keep_call_order_on_the_mock_cluster(mock_cluster, u
             p.send_batch(unique_topic, _table(i, i + 10), partition=0)
             i += 10
         p.flush(30)
-    assert _log(mock_cluster.bootstrap, unique_topic) == list(range(i))
+    assert _log(broker.bootstrap, unique_topic) == list(range(i))
 
 
 # --------------------------------------------------------------------------- flush
@@ -584,7 +588,7 @@ def test_close_with_a_timeout_while_batches_are_in_flight(gate, unique_topic, ca
     assert not [r for r in caplog.records if "died" in r.getMessage()]
 
 
-def test_every_done_callback_runs_once(tansu, unique_topic):
+def test_every_done_callback_runs_once(broker, unique_topic):
     """add_done_callback() racing the sender's completion never loses a callback
     nor runs one twice. The race window (between "is the batch done?" and adding
     the callback) is a few bytecodes; a callbacks list whose append pauses 20 ms
@@ -597,7 +601,7 @@ def test_every_done_callback_runs_once(tansu, unique_topic):
 
     n = 40
     calls = [0] * n
-    with Producer(bootstrap_servers=tansu.bootstrap, linger_ms=0) as producer:
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as producer:
         for i in range(n):
             future = producer.send(unique_topic, b"v", partition=0)
             future._batch.callbacks = SlowList(future._batch.callbacks)

@@ -1,4 +1,4 @@
-"""Reliability under injected faults, against Tansu and librdkafka's mock cluster.
+"""Reliability under injected faults, against Tansu, librdkafka's mock cluster and noida-db.
 
 What tests/test_faults.py already proves (Tansu only) is not repeated here;
 this file adds the mock cluster, faults test_faults.py does not inject
@@ -229,9 +229,28 @@ def _using(request: pytest.FixtureRequest, net: Net) -> Iterator[Net]:
         net.drop()
 
 
-@pytest.fixture(params=["tansu", "mock"])
-def net(request: pytest.FixtureRequest) -> Iterator[Net]:
-    yield from _using(request, request.getfixturevalue(f"{request.param}_net"))
+@pytest.fixture(scope="module")
+def noida_net(noida: Any) -> Iterator[Net]:
+    """The session's noida-db behind a proxy (its Metadata answers rewritten)."""
+    proxies = proxy_cluster([(1, noida.host, noida.port)])
+    try:
+        yield Net("noida", proxies)
+    finally:
+        for p in proxies:
+            p.stop()
+
+
+@pytest.fixture(params=["tansu", "mock", "noida"])
+def net(request: pytest.FixtureRequest, unique_topic: str) -> Iterator[Net]:
+    """Tansu, the mock or noida-db behind proxies (tests/brokers.py's matrix; noida-db
+    auto-creates 1 partition: the test's topic is made with ``partitions`` first)."""
+    chosen = request.getfixturevalue(f"{request.param}_net")
+    if request.param == "noida":
+        from .brokers import BrokerUnderTest
+
+        BrokerUnderTest("noida", request.getfixturevalue("noida")).create_topic(
+            unique_topic, chosen.partitions)
+    yield from _using(request, chosen)
 
 
 @pytest.fixture
