@@ -256,6 +256,11 @@ def test_read_committed_returns_exactly_the_committed_records(written: Written) 
         for batch in c.iter_range(topic, ALL, step_bytes=2048):
             _merge(it, _rows(batch))
         _check("iter_range", written, it, True, counts)
+        # a range ending at the high watermark, past the LSO: what is stable, at once
+        start = time.monotonic()
+        _check("read_range_to_hw", written, _rows(c.read_range(
+            topic, {p: (0, written.hw[p]) for p in range(PARTS)}, timeout_ms=5000)), True, counts)
+        assert time.monotonic() - start < 3
         c.assign(tps)
         c.seek_to_beginning()
         _check("poll_batch", written, _poll_all(c, written, committed, False), True, counts)
