@@ -35,6 +35,7 @@ as well, so CRCs are not checked on the mock.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -294,7 +295,7 @@ def test_spark_source_read_committed(written: Written, spark: Any) -> None:
               .option("kafka.bootstrap.servers", written.bootstrap)
               .option("kafka.isolation.level", isolation)
               .option("kafka.check.crcs", str(written.where != "mock").lower())
-              .option("assign", '{"%s": [0, 1, 2]}' % written.topic).load())
+              .option("assign", json.dumps({written.topic: [0, 1, 2]})).load())
         rows = sorted(df.select("partition", "offset", "value").collect(),
                       key=lambda r: (r["partition"], r["offset"]))
         return _rows(pa.table({"partition": [r["partition"] for r in rows],
