@@ -20,9 +20,13 @@ the broker's durability limit, not the client's, so the proofs are:
   answers were lost are recognised (DUPLICATE_SEQUENCE_NUMBER) from the
   producer state noida-db saved with the records;
 - a group consumer (commit after processing) across kill -9: every record at
-  least once, none skipped, in order per partition; re-deliveries start at a
-  committed offset; after a kill at a save boundary (commit, then saved),
-  nothing is delivered twice;
+  least once, none skipped, in order per partition; noida-db forgets its group
+  members, the consumer rejoins and each re-delivery starts at the offset the
+  restarted broker had committed: after a kill at an arbitrary moment, what
+  noida had saved (acknowledged commits of its last ~1 s are lost with it);
+  after a kill at a save boundary, exactly the last acknowledged commit, so
+  the only duplicates are records polled after it (between the restart and
+  the rejoin, their commit refused with CommitFailedError, as Java's);
 - a Spark streaming query across kill -9 and restart: every record exactly once.
 
 Each test has a broker of its own (module-scoped, killed and restarted here).
