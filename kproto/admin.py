@@ -15,7 +15,7 @@ from typing import Any
 
 from . import protocol
 from .config import resolve
-from .errors import KprotoError, error_for_code
+from .errors import ErrorCode, KprotoError, error_for_code
 from .fetcher import list_offsets
 from .net.blocking import Fields
 from .net.cluster import ClusterMetadata
@@ -26,7 +26,7 @@ from .structs import as_tp as _tp
 
 __all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription"]
 
-_TOPIC_ALREADY_EXISTS = 36
+_TOPIC_ALREADY_EXISTS = ErrorCode.TOPIC_ALREADY_EXISTS
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ class Admin:
         out = {}
         for t in answer:
             for p in t["partitions"]:
-                if p["error_code"] == 0 and p["committed_offset"] >= 0:
+                if p["error_code"] == ErrorCode.NONE and p["committed_offset"] >= 0:
                     out[TopicPartition(t["name"], p["partition_index"])] = p["committed_offset"]
         return dict(sorted(out.items()))
 

@@ -30,7 +30,14 @@ from typing import Any
 
 from . import compression, records
 from .columns import RecordColumns
-from .errors import CorruptRecordError, KafkaTimeoutError, error_for_code
+from .errors import (
+    CorruptRecordError,
+    ErrorCode,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
 from .net.blocking import Fields
 from .net.cluster import Cluster
 from .protocol import ApiKey
@@ -44,7 +51,6 @@ log = logging.getLogger("kproto.fetch")
 
 #: What a partition of a Fetch answer holds (see :func:`outcome`).
 RECORDS, OUT_OF_RANGE, RETRY = "records", "out_of_range", "retry"
-_OFFSET_OUT_OF_RANGE = 1
 
 
 @dataclass(eq=False)
@@ -121,7 +127,7 @@ def outcome(tp: TopicPartition, p: Any) -> str:
     error: refresh and fetch again); any other error code is raised."""
     if not p.error_code:
         return RECORDS
-    if p.error_code == _OFFSET_OUT_OF_RANGE:
+    if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
         return OUT_OF_RANGE
     cls = error_for_code(p.error_code)
     assert cls is not None
@@ -189,9 +195,7 @@ def list_offsets(cluster: Cluster, config: Mapping[str, Any], wanted: Mapping[An
         by_leader, orphans = cluster.leaders(list(wanted))
         if orphans:
             cluster.mark_stale()
-            cls = error_for_code(5)
-            assert cls is not None
-            raise cls(f"no leader for {orphans}")
+            raise LeaderNotAvailableError(f"no leader for {orphans}")
         requests: dict[int, list[tuple[int, Fields]]] = {}
         for node, tps in by_leader.items():
             topics: dict[str, list[dict[str, Any]]] = {}
@@ -247,10 +251,9 @@ def check_partitions_exist(meta: Any, tps: Any) -> None:
     for tp in tps:
         have = meta.partitions(tp[0])
         if have and tp[1] not in have:
-            cls = error_for_code(3)
-            assert cls is not None
-            raise cls(f"topic {tp[0]!r} has {len(have)} partitions, not partition {tp[1]}",
-                      topic=tp[0], partition=tp[1])
+            raise UnknownTopicOrPartitionError(
+                f"topic {tp[0]!r} has {len(have)} partitions, not partition {tp[1]}",
+                topic=tp[0], partition=tp[1])
 
 
 def _high_watermarks(cluster: Cluster, at: Mapping[Any, int], read_committed: bool

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from . import protocol
 from .errors import (
     CommitFailedError,
+    ErrorCode,
     FencedInstanceIdError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -53,9 +54,14 @@ __all__ = ["CommitFailedError", "GroupCoordinator", "RebalanceListener"]
 log = logging.getLogger("kproto.group")
 
 # error codes the coordinator logic reacts to
-COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
-ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
-MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = 79, 82
+COORDINATOR_LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
+NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
+ILLEGAL_GENERATION = ErrorCode.ILLEGAL_GENERATION
+UNKNOWN_MEMBER_ID = ErrorCode.UNKNOWN_MEMBER_ID
+REBALANCE_IN_PROGRESS = ErrorCode.REBALANCE_IN_PROGRESS
+MEMBER_ID_REQUIRED = ErrorCode.MEMBER_ID_REQUIRED
+FENCED_INSTANCE_ID = ErrorCode.FENCED_INSTANCE_ID
 _COORDINATOR_GONE = {COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
 _OUT_OF_GENERATION = {ILLEGAL_GENERATION: "ILLEGAL_GENERATION",
                       UNKNOWN_MEMBER_ID: "UNKNOWN_MEMBER_ID",
@@ -442,7 +448,7 @@ class GroupCoordinator:
             log.debug("group %s: heartbeat failed: %s", self.group_id, exc)
             return False
         code = body["error_code"]
-        if code == 0:
+        if code == ErrorCode.NONE:
             return True
         if code == REBALANCE_IN_PROGRESS:
             # Only a request to rejoin at the next poll. The heartbeats go on

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from .errors import (
     BrokerError,
+    ErrorCode,
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
@@ -42,8 +43,8 @@ __all__ = ["Sender"]
 
 log = logging.getLogger("kproto.producer")
 
-_MESSAGE_TOO_LARGE = 10
-_DUPLICATE_SEQUENCE = 46
+_MESSAGE_TOO_LARGE = ErrorCode.MESSAGE_TOO_LARGE
+_DUPLICATE_SEQUENCE = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
 
 
 class Sender:
@@ -382,7 +383,7 @@ class Sender:
                     f"Produce response has no answer for {b.topic}[{b.partition}]"))
                 continue
             code = p["error_code"]
-            if code == 0:
+            if code == ErrorCode.NONE:
                 self._complete(b, p["base_offset"], p.get("log_append_time_ms", -1), None)
             elif code == _DUPLICATE_SEQUENCE:
                 self._complete(b, -1, -1, None)

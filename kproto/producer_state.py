@@ -36,12 +36,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from .errors import ErrorCode
+
 __all__ = ["IdempotenceState", "next_sequence"]
 
 log = logging.getLogger("kproto.producer")
 
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-UNKNOWN_PRODUCER_ID = 59
+OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+UNKNOWN_PRODUCER_ID = ErrorCode.UNKNOWN_PRODUCER_ID
 
 
 def next_sequence(sequence: int, count: int) -> int:

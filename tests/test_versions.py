@@ -115,3 +115,22 @@ def test_connection_sends_a_name_based_fetch_when_a_topic_has_no_id() -> None:
     assert struct.unpack_from(">hh", frame, 4) == (ApiKey.FETCH, 12)
     assert conn.send(ApiKey.FETCH, _fetch_fields(uuid.uuid4())).version == 16
     assert conn.send(ApiKey.FETCH, lambda v: _fetch_fields(uuid.UUID(int=0))).version == 12
+
+
+def test_api_keys_are_generated_from_the_declarations() -> None:
+    """ApiKey is written by tools/gen_api_keys.py from the Api(...) declarations
+    (one source per wire fact): a declaration added without regenerating fails."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("gen_api_keys",
+                                                  root / "tools" / "gen_api_keys.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert gen.render() == (root / "kproto/protocol/keys.py").read_text(), \
+        "run: python tools/gen_api_keys.py"
+    from kproto.protocol.apis import APIS
+
+    assert {int(k) for k in ApiKey} == set(APIS)

@@ -450,11 +450,21 @@ def render(handwritten: str) -> str:
     ]
     for code, name, description in ERRORS:
         out += ["", _class_source(code, name, description)]
-    public = sorted([*_public_names(handwritten), "MAX_KNOWN_CODE", *generated], key=_all_order)
+    public = sorted([*_public_names(handwritten), "MAX_KNOWN_CODE", "ErrorCode", *generated],
+                    key=_all_order)
     out += [
         "",
         "#: The highest error code this version of kproto knows by name.",
         f"MAX_KNOWN_CODE = {ERRORS[-1][0]}",
+        "",
+        "",
+        "class ErrorCode(enum.IntEnum):",
+        '    """Every Kafka error code by its protocol name: compare answers with these,',
+        '    never with bare numbers (``p["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE``)."""',
+        "",
+        "    NONE = 0",
+        *(f"    {name} = {code}" for code, name, _ in ERRORS),
+        "",
         "",
         "__all__ = [",
         *(f'    "{n}",' for n in public),

@@ -25,12 +25,15 @@ from typing import Any, TypeVar
 
 from ..errors import (
     BrokerError,
+    ErrorCode,
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
+    LeaderNotAvailableError,
     ProtocolError,
     SaslAuthenticationFailedError,
     TlsCertificateError,
+    UnknownTopicOrPartitionError,
     UnsupportedSaslMechanismError,
     error_for_code,
 )
@@ -376,11 +379,11 @@ class Cluster:
             problem = self._problem(meta, wanted)
             if problem is None:
                 return meta
-            unknown = not creating and problem.code == 3 and \
+            unknown = not creating and problem.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and \
                 time.monotonic() - start >= min(UNKNOWN_TOPIC_GRACE, timeout)
             if unknown:
                 self.forget_topics(new)
-                raise error_for_code(3)(  # type: ignore[misc]
+                raise UnknownTopicOrPartitionError(
                     "the topic does not exist (and reading does not create it)",
                     topic=problem.context.get("topic"))
             if not problem.retriable or time.monotonic() + 0.01 > deadline:
@@ -400,20 +403,17 @@ class Cluster:
         for name in sorted(topics):
             info = meta.topics.get(name)
             if info is None:
-                cls = error_for_code(3)
-                assert cls is not None
-                return cls("topic not in the metadata answer", topic=name)
+                return UnknownTopicOrPartitionError("topic not in the metadata answer",
+                                                    topic=name)
             if info.error_code:
                 cls = error_for_code(info.error_code)
                 assert cls is not None
                 return cls(topic=name)
             if not info.partitions:
-                cls = error_for_code(5)
-                assert cls is not None
-                return cls("topic has no partitions yet", topic=name)
+                return LeaderNotAvailableError("topic has no partitions yet", topic=name)
             for p in info.partitions.values():
                 if p.leader < 0 or p.leader not in meta.brokers:
-                    cls = error_for_code(p.error_code or 5)
+                    cls = error_for_code(p.error_code or ErrorCode.LEADER_NOT_AVAILABLE)
                     assert cls is not None
                     return cls(topic=name, partition=p.partition)
         return None

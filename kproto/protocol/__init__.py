@@ -19,13 +19,13 @@ and :func:`decode_response` add and strip the headers and framing.
 
 from __future__ import annotations
 
-import enum
 import struct
 from typing import Any, Literal
 
 from ..errors import EncodeError, ProtocolError, UnsupportedVersionError
 from .apis import APIS, CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, REQUEST_HEADER, RESPONSE_HEADER
 from .engine import UNKNOWN_TAGS, MessageCodec, codec_for
+from .keys import ApiKey
 from .schema import Api, Message
 from .versions import (
     API_VERSIONS,
@@ -49,30 +49,6 @@ __all__ = [
 
 Kind = Literal["request", "response"]
 _SIZE = struct.Struct(">i")
-
-
-class ApiKey(enum.IntEnum):
-    """The API keys kproto speaks (the protocol guide's names)."""
-
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    JOIN_GROUP = 11
-    HEARTBEAT = 12
-    LEAVE_GROUP = 13
-    SYNC_GROUP = 14
-    DESCRIBE_GROUPS = 15
-    LIST_GROUPS = 16
-    SASL_HANDSHAKE = 17
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    INIT_PRODUCER_ID = 22
-    SASL_AUTHENTICATE = 36
 
 
 def get_api(api_key: int) -> Api:

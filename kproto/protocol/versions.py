@@ -11,8 +11,9 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..errors import UnsupportedVersionError
+from ..errors import ErrorCode, UnsupportedVersionError
 from .apis import APIS
+from .keys import ApiKey
 from .schema import Field
 
 #: The versions kproto can encode and decode, per API key: (min, max).
@@ -20,8 +21,8 @@ API_VERSIONS: dict[int, tuple[int, int]] = {
     key: (api.versions.lo, api.versions.hi) for key, api in sorted(APIS.items())
 }
 
-PRODUCE, FETCH, API_VERSIONS_KEY = 0, 1, 18
-UNSUPPORTED_VERSION = 35
+PRODUCE, FETCH, API_VERSIONS_KEY = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.API_VERSIONS
+UNSUPPORTED_VERSION = ErrorCode.UNSUPPORTED_VERSION
 #: Kafka 4.0 removed Produce v0-2 (KIP-896) but still advertises min 0
 #: (KAFKA-18659, for librdkafka); v3 is the real floor on such brokers.
 _PRODUCE_FLOOR_4X = 3
