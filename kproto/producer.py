@@ -137,7 +137,7 @@ class RecordFuture:
         return self._batch.leaf(self._index)[0].error
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
-        if not self._batch.add_callback(self._index, lambda _i: fn(self)):
+        if not self._batch.add_callback(self._index, lambda _b, _i: fn(self)):
             fn(self)
 
     def __repr__(self) -> str:

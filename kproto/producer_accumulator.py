@@ -27,7 +27,6 @@ sender runs several of them as one step); the others take it themselves.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -88,7 +87,7 @@ class ProducerBatch:
         #: set when the batch is done, or split (then its records are in split_into)
         self.event = threading.Event()
         #: (record index, fn): fn(index) runs once the batch is done
-        self.callbacks: list[tuple[int, Callable[[int], Any]]] = []
+        self.callbacks: list[tuple[int, Callable[[ProducerBatch, int], Any]]] = []
         self.done = False
         self.split_into: list[ProducerBatch] = []
 
@@ -105,7 +104,7 @@ class ProducerBatch:
         self.event.set()
         for index, fn in callbacks:
             try:
-                fn(index)
+                fn(self, index)     # (this batch: the one that carried the record)
             except Exception:  # a user callback must not kill the sender
                 log.exception("delivery callback raised")
 
@@ -121,9 +120,10 @@ class ProducerBatch:
                 index -= part.count
         return batch, index
 
-    def add_callback(self, index: int, fn: Callable[[int], Any]) -> bool:
-        """Run ``fn(i)`` once record ``index`` is done (``i``: its index in the batch
-        that carries it then); False, and nothing added, if it is done already."""
+    def add_callback(self, index: int, fn: Callable[[ProducerBatch, int], Any]) -> bool:
+        """Run ``fn(batch, i)`` once record ``index`` is done (``batch``: the one that
+        carried it, a part if this one was split; ``i``: its index there); False,
+        and nothing added, if it is done already."""
         with _CALLBACK_LOCK:
             batch, i = self.leaf(index)
             if batch.done:
@@ -281,7 +281,7 @@ class RecordAccumulator:
             batch.size += size
             self._charge(batch, size)
             if on_done is not None:
-                batch.callbacks.append((index, functools.partial(on_done, batch)))
+                batch.callbacks.append((index, on_done))
         return batch, index
 
     def append_batch(self, batch: ProducerBatch) -> None:

@@ -346,10 +346,10 @@ def test_add_callback_on_a_done_batch_says_so() -> None:
     acc = _acc()
     b, i = _append(acc, b"x")
     ran: list[int] = []
-    assert b.add_callback(i, ran.append)
+    assert b.add_callback(i, lambda _b, i: ran.append(i))
     _done(acc, b)
     assert ran == [0]
-    assert not b.add_callback(i, ran.append) and ran == [0]
+    assert not b.add_callback(i, lambda _b, i: ran.append(i)) and ran == [0]
 
 
 # --------------------------------------------------------------------------- encoding

@@ -350,6 +350,32 @@ def test_batches_too_large_for_the_topic_are_split(gate, unique_topic, idempoten
     assert _log(gate.address, unique_topic) == list(range(450))
 
 
+def test_on_delivery_reports_the_part_that_carried_the_record(gate, unique_topic):
+    """After a split, each record's on_delivery callback gets the outcome of the
+    part that carried it (its offset; the error of a part that failed), not the
+    outcome of the batch it was first put in."""
+    limit = 3000
+
+    def too_large(t: str, part: int, recs: bytes) -> int:
+        return 10 if len(recs) > limit else 0
+
+    gate.refuse = too_large
+    reports: dict[int, tuple[BaseException | None, object]] = {}
+    with Producer(bootstrap_servers=gate.address, linger_ms=50, batch_size=1 << 20) as p:
+        for i in range(40):
+            p.send(unique_topic, _v(i, 200), partition=0,
+                   on_delivery=lambda err, meta, i=i: reports.__setitem__(i, (err, meta)))
+        big = p.send(unique_topic, _v(10**6, limit), partition=0,
+                     on_delivery=lambda err, meta: reports.__setitem__(-1, (err, meta)))
+        p.flush(30)
+    assert isinstance(big.exception(0), MessageTooLargeError)
+    err, meta = reports.pop(-1)
+    assert isinstance(err, MessageTooLargeError) and meta is None
+    assert sorted(reports) == list(range(40))
+    assert all(err is None for err, _ in reports.values())
+    assert [meta.offset for _, meta in (reports[i] for i in range(40))] == list(range(40))
+
+
 # --------------------------------------------------------------------------- ordering
 
 
