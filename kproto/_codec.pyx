@@ -16,7 +16,11 @@
 #
 # A decoder never trusts a length: every byte read is checked against the end pointer of a
 # Cursor, so a truncated varint at the end of a slice can never read the parent's next byte.
-# Errors are raised by one out-of-line helper (_varint_fail) to keep the loops small.
+# The Cursor is the one bounds-checked reader of the core (the varint primitives here, the
+# Fetch slicer); every error it finds goes through one cold function, cursor_fail, which
+# raises with ``offset=`` counted from the start of the buffer. Only the nogil record loop
+# (_record_loop.pxi) keeps its own inline varint reader: it cannot raise, and it reads the
+# one-byte varints that fill records without a call.
 # Non-canonical encodings (80 00 for 0) are accepted, as Kafka does.
 #
 # CRCs are in _crc.h (CRC-32C for record batch v2, CRC-32 for magic 0/1 messages).
@@ -25,23 +29,28 @@
 Every public function here has a pure-Python twin of the same name in ``kproto._pure``;
 ``kproto._impl`` picks one. Fragments, by topic:
 
-    _records.pxi   record sets (magic 0/1/2, any codec) -> RecordColumns
-    _encode.pxi    columns -> record batch v2
-    _fetch.pxi     Fetch response -> per-partition metadata + record-set views
+    _growbuf.pxi      growable C output buffers and the binary columns built from them
+    _record_loop.pxi  the nogil loop over the records of a magic 2 batch
+    _records.pxi      record sets (magic 0/1/2, any codec) -> RecordColumns: the driver,
+                      magic 0/1 messages, read_committed bookkeeping
+    _encode.pxi       columns -> record batch v2
+    _fetch.pxi        Fetch response -> per-partition metadata + record-set views
 
 Buffers: every ``buf``/``data`` argument takes any C-contiguous buffer (bytes, bytearray,
 memoryview, NumPy array; other item sizes are read as their bytes).
 """
 
 cimport cython
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from cpython.bytes cimport (
     PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE,
 )
 from cpython.long cimport PyLong_CheckExact
 from cpython.number cimport PyNumber_Index
 
-from kproto.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
+from kproto.errors import (
+    DecodeError as _DecodeError, EncodeError as _EncodeError, ProtocolError as _ProtocolError,
+)
 
 cdef extern from "_crc.h":
     void kp_crc_init() nogil
@@ -60,17 +69,35 @@ cdef enum:
     # package uses the same cut-off).
     KP_NOGIL_MIN = 32 * 1024
 
-cdef unsigned char _NO_DATA = 0   # what an empty buffer points at (never read)
+cdef const unsigned char *NOTHING = <const unsigned char *> b""   # the data of empty inputs
 
 
 # ---------------------------------------------------------------- buffers
 
-# The bytes of any C-contiguous buffer; TypeError for anything else.
+# The bytes of any C-contiguous buffer, as one-byte items (the only buffer helper of the core).
+# TypeError for anything else, as memoryview() gives (a typed memoryview would take None).
 cdef const unsigned char[::1] _bytes_view(obj) except *:
+    if obj is None:
+        raise TypeError("a bytes-like object is required, not 'NoneType'")
     try:
         return obj                   # 1-D unsigned bytes: bytes, bytearray, uint8 arrays
     except (ValueError, BufferError):   # another item format or ndim, or not contiguous
         return memoryview(obj).cast("B")
+
+
+# Big-endian loads at any alignment (memcpy compiles to one load, bswap to one instruction).
+cdef extern from *:
+    """
+    static inline int64_t kp_load_i64(const unsigned char *p) {
+        uint64_t v; memcpy(&v, p, 8); return (int64_t)__builtin_bswap64(v); }
+    static inline int32_t kp_load_i32(const unsigned char *p) {
+        uint32_t v; memcpy(&v, p, 4); return (int32_t)__builtin_bswap32(v); }
+    static inline int16_t kp_load_i16(const unsigned char *p) {
+        uint16_t v; memcpy(&v, p, 2); return (int16_t)__builtin_bswap16(v); }
+    """
+    int64_t kp_load_i64(const unsigned char *p) nogil
+    int32_t kp_load_i32(const unsigned char *p) nogil
+    int16_t kp_load_i16(const unsigned char *p) nogil
 
 
 # Integers the way operator.index takes them: Cython's own conversion would truncate floats.
@@ -86,7 +113,7 @@ ctypedef uint32_t (*crc_fn)(uint32_t, const unsigned char *, size_t) noexcept no
 cdef object _crc(crc_fn fn, object data, object crc):
     cdef uint32_t c
     cdef const unsigned char[::1] v
-    cdef const unsigned char *p = &_NO_DATA
+    cdef const unsigned char *p = NOTHING
     cdef Py_ssize_t n
     crc = _int(crc)
     try:
@@ -129,34 +156,62 @@ def crc32(data, crc=0):
 
 # ---------------------------------------------------------------- cursor and varints
 
+cdef enum CursorErrors:          # what a cursor raises
+    KP_DECODE_ERROR = 0         # DecodeError, the message as it is (the varint primitives)
+    KP_FETCH_ERROR = 1          # ProtocolError, "cannot slice FetchResponse: ..."
+
 cdef struct Cursor:
-    const unsigned char *base   # start of the buffer (error offsets are relative to it)
+    const unsigned char *base   # start of the buffer: error offsets count from here
     const unsigned char *p      # next byte to read
     const unsigned char *end    # one past the last byte: never read at or beyond it
+    int errors                  # CursorErrors
 
 cdef enum:                      # varint kinds
     KP_UVARINT = 0
     KP_VARINT = 1
     KP_VARLONG = 2
 
-cdef enum:                      # varint faults
-    KP_TRUNCATED = 0
-    KP_TOO_LONG = 1
-    KP_OVERFLOW = 2
+
+cdef inline Cursor cursor_over(const unsigned char *base, Py_ssize_t size,
+                               int errors) noexcept nogil:
+    cdef Cursor c
+    c.base = c.p = base
+    c.end = base + size
+    c.errors = errors
+    return c
 
 
-cdef int _varint_fail(int kind, int fault, Py_ssize_t at) except -1:
-    name = ("unsigned varint", "varint", "varlong")[kind]
-    if fault == KP_TRUNCATED:
-        raise _DecodeError(f"truncated {name}", offset=at)
-    if fault == KP_TOO_LONG:
-        raise _DecodeError(f"{name} is longer than {10 if kind == KP_VARLONG else 5} bytes",
-                           offset=at)
-    raise _DecodeError(f"{name} overflows {64 if kind == KP_VARLONG else 32} bits", offset=at)
+cdef int cursor_fail(const Cursor *c, str what, const unsigned char *at) except -1:
+    """Every error a cursor finds: ``at`` is where the bad field starts."""
+    if c.errors == KP_FETCH_ERROR:
+        raise _ProtocolError(f"cannot slice FetchResponse: {what}", offset=at - c.base)
+    raise _DecodeError(what, offset=at - c.base)
 
 
-# Read the base-128 number at c.p into out and advance past it; kind sets the limits.
-cdef int cursor_uvarint(Cursor *c, int kind, uint64_t *out) except -1:
+cdef inline const unsigned char *cursor_take(Cursor *c, Py_ssize_t n, str what) except NULL:
+    """Step over ``n`` bytes; returns where they start."""
+    cdef const unsigned char *p = c.p
+    if n < 0 or n > c.end - p:
+        cursor_fail(c, f"truncated {what}: needed {n} bytes, {c.end - p} left", p)
+    c.p = p + n
+    return p
+
+
+cdef inline int64_t cursor_i64(Cursor *c, str what) except? -1:
+    return kp_load_i64(cursor_take(c, 8, what))
+
+
+cdef inline int32_t cursor_i32(Cursor *c, str what) except? -1:
+    return kp_load_i32(cursor_take(c, 4, what))
+
+
+cdef inline int16_t cursor_i16(Cursor *c, str what) except? -1:
+    return kp_load_i16(cursor_take(c, 2, what))
+
+
+# Read the base-128 number at c.p into out and advance past it; kind sets the limits. ``what``
+# (or None) names the field in the error.
+cdef int cursor_uvarint(Cursor *c, int kind, uint64_t *out, str what) except -1:
     cdef const unsigned char *p = c.p
     cdef int max_bytes = 10 if kind == KP_VARLONG else 5
     cdef unsigned char last_max = 0x01 if kind == KP_VARLONG else 0x0F
@@ -165,17 +220,35 @@ cdef int cursor_uvarint(Cursor *c, int kind, uint64_t *out) except -1:
     cdef unsigned char b
     for i in range(max_bytes):
         if p >= c.end:
-            return _varint_fail(kind, KP_TRUNCATED, c.p - c.base)
+            return _varint_fail(c, kind, "truncated {name}", what)
         b = p[0]
         p += 1
         result |= (<uint64_t> (b & 0x7F)) << (7 * i)
         if b < 0x80:
             if i == max_bytes - 1 and b > last_max:   # bits beyond 32 (64) would be lost
-                return _varint_fail(kind, KP_OVERFLOW, c.p - c.base)
+                return _varint_fail(c, kind, "{name} overflows {bits} bits", what)
             c.p = p
             out[0] = result
             return 0
-    return _varint_fail(kind, KP_TOO_LONG, c.p - c.base)
+    return _varint_fail(c, kind, "{name} is longer than {size} bytes", what)
+
+
+cdef int _varint_fail(const Cursor *c, int kind, str text, str what) except -1:
+    text = text.format(name=("unsigned varint", "varint", "varlong")[kind],
+                       bits=64 if kind == KP_VARLONG else 32,
+                       size=10 if kind == KP_VARLONG else 5)
+    return cursor_fail(c, text if what is None else f"{text} in {what}", c.p)
+
+
+cdef inline int64_t cursor_uint(Cursor *c, str what) except -1:
+    """An unsigned varint (uint32) as a length, count or tag; one byte inline."""
+    cdef uint64_t u
+    if c.p < c.end and c.p[0] < 0x80:
+        u = c.p[0]
+        c.p += 1
+        return <int64_t> u
+    cursor_uvarint(c, KP_UVARINT, &u, what)
+    return <int64_t> u
 
 
 cdef inline uint32_t zigzag_encode32(int32_t n) noexcept nogil:
@@ -196,32 +269,32 @@ cdef inline int64_t zigzag_decode64(uint64_t u) noexcept nogil:
 
 cdef inline int cursor_varint(Cursor *c, int32_t *out) except -1:
     cdef uint64_t u = 0
-    cursor_uvarint(c, KP_VARINT, &u)
+    cursor_uvarint(c, KP_VARINT, &u, None)
     out[0] = zigzag_decode32(<uint32_t> u)
     return 0
 
 
 cdef inline int cursor_varlong(Cursor *c, int64_t *out) except -1:
     cdef uint64_t u = 0
-    cursor_uvarint(c, KP_VARLONG, &u)
+    cursor_uvarint(c, KP_VARLONG, &u, None)
     out[0] = zigzag_decode64(u)
     return 0
 
 
 cdef tuple _decode(int kind, object buf, object pos):
     cdef const unsigned char[::1] v
+    cdef const unsigned char *base = NOTHING
     cdef Cursor c
     cdef Py_ssize_t size, start
     cdef uint64_t u = 0
-    c.base = &_NO_DATA
     if PyBytes_CheckExact(buf):
         size = PyBytes_GET_SIZE(buf)
-        c.base = <const unsigned char *> PyBytes_AS_STRING(buf)
+        base = <const unsigned char *> PyBytes_AS_STRING(buf)
     else:
         v = _bytes_view(buf)
         size = v.shape[0]
         if size:
-            c.base = &v[0]
+            base = &v[0]
     pos = _int(pos)
     try:
         start = pos
@@ -229,9 +302,9 @@ cdef tuple _decode(int kind, object buf, object pos):
         start = -1
     if start < 0 or start > size:
         raise _DecodeError(f"position {pos} is outside the buffer of {size} bytes")
-    c.p = c.base + start
-    c.end = c.base + size
-    cursor_uvarint(&c, kind, &u)
+    c = cursor_over(base, size, KP_DECODE_ERROR)
+    c.p = base + start
+    cursor_uvarint(&c, kind, &u, None)
     start = c.p - c.base
     if kind == KP_VARINT:
         return zigzag_decode32(<uint32_t> u), start
@@ -344,6 +417,8 @@ def zigzag_decode(n):
     return zigzag_decode64(u)
 
 
+include "_growbuf.pxi"
+include "_record_loop.pxi"
 include "_records.pxi"
 include "_encode.pxi"
 include "_fetch.pxi"

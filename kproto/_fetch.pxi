@@ -13,140 +13,100 @@
 #   [v12+] tags: 0 node_endpoints
 
 import uuid as _uuid
-from kproto.errors import ProtocolError as _ProtocolError
 from kproto.fetched import (
     FetchedPartition as _FetchedPartition, FetchSlice as _FetchSlice,
 )
 
-
-cdef struct Cur:
-    const unsigned char *base
-    Py_ssize_t pos
-    Py_ssize_t end
-
-
-cdef int cur_fail(Cur *c, str what, Py_ssize_t at) except -1:
-    raise _ProtocolError(f"cannot slice FetchResponse: {what} (at byte {at})")
-
-
-cdef inline Py_ssize_t cur_take(Cur *c, Py_ssize_t n, str what) except -1:
-    cdef Py_ssize_t p = c.pos
-    if n < 0 or n > c.end - p:
-        cur_fail(c, f"truncated {what}: needed {n} bytes, {c.end - p} left", p)
-    c.pos = p + n
-    return p
-
-
-cdef inline int64_t cur_i64(Cur *c, str what) except? -1:
-    return kp_load_i64(c.base + cur_take(c, 8, what))
-
-
-cdef inline int32_t cur_i32(Cur *c, str what) except? -1:
-    return kp_load_i32(c.base + cur_take(c, 4, what))
-
-
-cdef inline int16_t cur_i16(Cur *c, str what) except? -1:
-    return kp_load_i16(c.base + cur_take(c, 2, what))
-
-
-cdef int64_t cur_uvarint(Cur *c, str what) except -1:
-    """An unsigned varint (uint32: at most 5 bytes, the 5th <= 0x0F, as Kafka's)."""
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef Py_ssize_t start = c.pos
-    cdef uint8_t b
-    while True:
-        if c.pos >= c.end:
-            cur_fail(c, f"truncated varint in {what}", start)
-        b = c.base[c.pos]
-        c.pos += 1
-        result |= (<uint64_t> (b & 0x7F)) << shift
-        if not (b & 0x80):
-            if shift == 28 and b > 0x0F:
-                cur_fail(c, f"unsigned varint overflows 32 bits in {what}", start)
-            return <int64_t> result
-        shift += 7
-        if shift >= 35:
-            cur_fail(c, f"varint longer than 5 bytes in {what}", start)
+# The Kafka field types on top of the core's Cursor (_codec.pyx), whose cursor_fail raises
+# ProtocolError with the offset of the bad field (cursors made with KP_FETCH_ERROR).
 
 
 # -2 is a valid int32 on the wire: ``except? -2`` checks for an exception before believing it
-cdef int64_t cur_length(Cur *c, bint compact, bint wide, str what) except? -2:
+cdef int64_t fetch_length(Cursor *c, bint compact, bint wide, str what) except? -2:
     """A length or count: compact uvarint N+1, else int16/int32; -1 means null."""
     if compact:
-        return cur_uvarint(c, what) - 1
+        return cursor_uint(c, what) - 1
     if wide:
-        return cur_i32(c, what)
-    return cur_i16(c, what)
+        return cursor_i32(c, what)
+    return cursor_i16(c, what)
 
 
-cdef int cur_skip_tags(Cur *c, str what) except -1:
-    cdef int64_t n = cur_uvarint(c, what), i, size, tag, last = -1
-    cdef Py_ssize_t at
-    for i in range(n):
-        at = c.pos
-        tag = cur_uvarint(c, what)
-        if tag <= last:
-            cur_fail(c, f"tagged field {tag} out of order in {what}", at)
-        last = tag
-        size = cur_uvarint(c, what)
-        cur_take(c, size, what)
-    return 0
-
-
-cdef int64_t cur_count(Cur *c, bint compact, str what, bint nullable) except? -2:
-    cdef Py_ssize_t at = c.pos
-    cdef int64_t n = cur_length(c, compact, True, what)
-    if n < -1 or (n == -1 and not nullable):
-        cur_fail(c, f"invalid {what} count {n}", at)
-    if n > c.end - c.pos:
-        cur_fail(c, f"{what} claims {n} elements but only {c.end - c.pos} bytes are left", at)
+cdef int64_t fetch_tag_count(Cursor *c, str what) except -1:
+    """A tag section's count, refused when larger than the bytes left (as the engine does)."""
+    cdef const unsigned char *at = c.p
+    cdef int64_t n = cursor_uint(c, what)
+    if n > c.end - c.p:
+        cursor_fail(c, f"tagged field count {n} in {what} exceeds the bytes left", at)
     return n
 
 
-cdef Cur cur_tag(Cur *c, str what) except *:
+cdef int fetch_skip_tags(Cursor *c, str what) except -1:
+    cdef int64_t n = fetch_tag_count(c, what), i, size, tag, last = -1
+    cdef const unsigned char *at
+    for i in range(n):
+        at = c.p
+        tag = cursor_uint(c, what)
+        if tag <= last:
+            cursor_fail(c, f"tagged field {tag} out of order in {what}", at)
+        last = tag
+        size = cursor_uint(c, what)
+        cursor_take(c, size, what)
+    return 0
+
+
+cdef int64_t fetch_count(Cursor *c, bint compact, str what, bint nullable) except? -2:
+    cdef const unsigned char *at = c.p
+    cdef int64_t n = fetch_length(c, compact, True, what)
+    if n < -1 or (n == -1 and not nullable):
+        cursor_fail(c, f"invalid {what} count {n}", at)
+    if n > c.end - c.p:
+        cursor_fail(c, f"{what} claims {n} elements but only {c.end - c.p} bytes are left", at)
+    return n
+
+
+cdef Cursor fetch_tag(Cursor *c, str what) except *:
     """The payload of one tagged field as a cursor of its own (``c`` moves past it)."""
-    cdef Cur sub = c[0]
-    cdef int64_t size = cur_uvarint(c, what)
-    sub.pos = cur_take(c, size, what)
-    sub.end = c.pos
+    cdef Cursor sub = c[0]
+    cdef int64_t size = cursor_uint(c, what)
+    sub.p = cursor_take(c, size, what)
+    sub.end = c.p
     return sub
 
 
-cdef int cur_tag_done(Cur *sub, str what) except -1:
+cdef int fetch_tag_done(Cursor *sub, str what) except -1:
     """A known tagged struct's own tag section, then nothing left in its payload."""
-    cur_skip_tags(sub, f"{what} tags")
-    if sub.pos != sub.end:
-        cur_fail(sub, f"tagged field {what} has {sub.end - sub.pos} unread bytes", sub.pos)
+    fetch_skip_tags(sub, f"{what} tags")
+    if sub.p != sub.end:
+        cursor_fail(sub, f"tagged field {what} has {sub.end - sub.p} unread bytes", sub.p)
     return 0
 
 
-cdef int cur_string(Cur *c, const unsigned char[::1] view, bint nullable, str what) except -1:
+cdef int fetch_string(Cursor *c, bint nullable, str what) except -1:
     """Check a compact string: its length and its UTF-8 (what the engine decodes)."""
-    cdef Py_ssize_t at = c.pos
-    cdef int64_t size = cur_length(c, True, False, what)
-    cdef Py_ssize_t start
+    cdef const unsigned char *at = c.p
+    cdef int64_t size = fetch_length(c, True, False, what)
+    cdef const unsigned char *start
     if size < 0:
         if size == -1 and nullable:
             return 0
-        cur_fail(c, f"invalid {what} length {size}", at)
-    start = cur_take(c, size, what)
+        cursor_fail(c, f"invalid {what} length {size}", at)
+    start = cursor_take(c, size, what)
     try:
-        bytes(view[start:c.pos]).decode("utf-8")
+        (<const char *> start)[:size].decode("utf-8")
     except UnicodeDecodeError:
-        cur_fail(c, f"{what} is not UTF-8", start)
+        cursor_fail(c, f"{what} is not UTF-8", start)
     return 0
 
 
-cdef int cur_node_endpoints(Cur *c, const unsigned char[::1] view) except -1:
+cdef int fetch_node_endpoints(Cursor *c) except -1:
     """Check the response's node_endpoints tag (v16+): [node_id, host, port, rack]."""
-    cdef int64_t n = cur_count(c, True, "node_endpoints", False), i
+    cdef int64_t n = fetch_count(c, True, "node_endpoints", False), i
     for i in range(n):
-        cur_take(c, 4, "node_endpoints node_id")
-        cur_string(c, view, False, "node_endpoints host")
-        cur_take(c, 4, "node_endpoints port")
-        cur_string(c, view, True, "node_endpoints rack")
-        cur_skip_tags(c, "node_endpoints tags")
+        cursor_take(c, 4, "node_endpoints node_id")
+        fetch_string(c, False, "node_endpoints host")
+        cursor_take(c, 4, "node_endpoints port")
+        fetch_string(c, True, "node_endpoints rack")
+        fetch_skip_tags(c, "node_endpoints tags")
     return 0
 
 
@@ -154,103 +114,102 @@ def slice_fetch(body, int version):
     """Slice a Fetch response body (no header) of ``version`` (see kproto.fetched)."""
     if version < 0 or version > 18:
         raise ValueError(f"Fetch v{version} is not a version kproto knows")
-    cdef const unsigned char[::1] view = _as_bytes_view(body)
-    cdef Cur c, sub
+    cdef const unsigned char[::1] view = _bytes_view(body)
+    cdef Cursor c, sub
     cdef bint flex = version >= 12
     cdef int32_t throttle = 0, session_id = 0, partition, preferred
     cdef int16_t error_code = 0, perr
     cdef int64_t topics, parts, i, j, k, n_aborted, size, ntags, tag, last_tag
     cdef int64_t hwm, lso, log_start, pid, first
-    cdef Py_ssize_t at, rstart
-    c.base = &view[0] if view.shape[0] else NOTHING
-    c.pos = 0
-    c.end = view.shape[0]
+    cdef const unsigned char *at
+    cdef const unsigned char *start
+    c = cursor_over(&view[0] if view.shape[0] else NOTHING, view.shape[0], KP_FETCH_ERROR)
     mv = memoryview(body).cast("B") if not isinstance(body, memoryview) else body.cast("B")
     if version >= 1:
-        throttle = cur_i32(&c, "throttle_time_ms")
+        throttle = cursor_i32(&c, "throttle_time_ms")
     if version >= 7:
-        error_code = cur_i16(&c, "error_code")
-        session_id = cur_i32(&c, "session_id")
+        error_code = cursor_i16(&c, "error_code")
+        session_id = cursor_i32(&c, "session_id")
     out = []
-    topics = cur_count(&c, flex, "responses", False)
+    topics = fetch_count(&c, flex, "responses", False)
     for i in range(topics):
         topic = topic_id = None
         if version >= 13:
-            topic_id = _uuid.UUID(bytes=bytes(view[cur_take(&c, 16, "topic_id"):c.pos]))
+            topic_id = _uuid.UUID(bytes=(<const char *> cursor_take(&c, 16, "topic_id"))[:16])
         else:
-            at = c.pos
-            size = cur_length(&c, flex, False, "topic")
+            at = c.p
+            size = fetch_length(&c, flex, False, "topic")
             if size < 0:
-                cur_fail(&c, "null topic name", at)
-            rstart = cur_take(&c, size, "topic")
+                cursor_fail(&c, "null topic name", at)
+            start = cursor_take(&c, size, "topic")
             try:
-                topic = bytes(view[rstart:c.pos]).decode("utf-8")
+                topic = (<const char *> start)[:size].decode("utf-8")
             except UnicodeDecodeError:
-                cur_fail(&c, "topic name is not UTF-8", rstart)
-        parts = cur_count(&c, flex, "partitions", False)
+                cursor_fail(&c, "topic name is not UTF-8", start)
+        parts = fetch_count(&c, flex, "partitions", False)
         for j in range(parts):
-            partition = cur_i32(&c, "partition_index")
-            perr = cur_i16(&c, "error_code")
-            hwm = cur_i64(&c, "high_watermark")
-            lso = cur_i64(&c, "last_stable_offset") if version >= 4 else -1
-            log_start = cur_i64(&c, "log_start_offset") if version >= 5 else -1
+            partition = cursor_i32(&c, "partition_index")
+            perr = cursor_i16(&c, "error_code")
+            hwm = cursor_i64(&c, "high_watermark")
+            lso = cursor_i64(&c, "last_stable_offset") if version >= 4 else -1
+            log_start = cursor_i64(&c, "log_start_offset") if version >= 5 else -1
             aborted = None
             if version >= 4:
-                n_aborted = cur_count(&c, flex, "aborted_transactions", True)
+                n_aborted = fetch_count(&c, flex, "aborted_transactions", True)
                 if n_aborted >= 0:
                     aborted = []
                     for k in range(n_aborted):
-                        pid = cur_i64(&c, "producer_id")
-                        first = cur_i64(&c, "first_offset")
+                        pid = cursor_i64(&c, "producer_id")
+                        first = cursor_i64(&c, "first_offset")
                         if flex:
-                            cur_skip_tags(&c, "aborted transaction tags")
+                            fetch_skip_tags(&c, "aborted transaction tags")
                         aborted.append((pid, first))
-            preferred = cur_i32(&c, "preferred_read_replica") if version >= 11 else -1
-            at = c.pos
-            size = cur_length(&c, flex, True, "records")
+            preferred = cursor_i32(&c, "preferred_read_replica") if version >= 11 else -1
+            at = c.p
+            size = fetch_length(&c, flex, True, "records")
             records = None
             if size >= 0:
-                rstart = cur_take(&c, size, "records")
-                records = mv[rstart:c.pos]
+                start = cursor_take(&c, size, "records")
+                records = mv[start - c.base:c.p - c.base]
             elif size != -1:
-                cur_fail(&c, f"invalid records length {size}", at)
+                cursor_fail(&c, f"invalid records length {size}", at)
             leader = None
             if flex:
-                ntags = cur_uvarint(&c, "partition tags")
+                ntags = fetch_tag_count(&c, "partition tags")
                 last_tag = -1
                 for k in range(ntags):
-                    at = c.pos
-                    tag = cur_uvarint(&c, "partition tags")
+                    at = c.p
+                    tag = cursor_uint(&c, "partition tags")
                     if tag <= last_tag:
-                        cur_fail(&c, f"tagged field {tag} out of order", at)
+                        cursor_fail(&c, f"tagged field {tag} out of order", at)
                     last_tag = tag
-                    sub = cur_tag(&c, "partition tag")
+                    sub = fetch_tag(&c, "partition tag")
                     if tag == 1:  # current_leader (KIP-951)
-                        leader_id = cur_i32(&sub, "current_leader")
-                        leader_epoch = cur_i32(&sub, "current_leader")
-                        cur_tag_done(&sub, "current_leader")
+                        leader_id = cursor_i32(&sub, "current_leader")
+                        leader_epoch = cursor_i32(&sub, "current_leader")
+                        fetch_tag_done(&sub, "current_leader")
                         if leader_id != -1:
                             leader = (leader_id, leader_epoch)
                     elif tag == 0 or tag == 2:  # diverging_epoch, snapshot_id: 12 bytes
-                        cur_take(&sub, 12, "diverging_epoch" if tag == 0 else "snapshot_id")
-                        cur_tag_done(&sub, "diverging_epoch" if tag == 0 else "snapshot_id")
+                        cursor_take(&sub, 12, "diverging_epoch" if tag == 0 else "snapshot_id")
+                        fetch_tag_done(&sub, "diverging_epoch" if tag == 0 else "snapshot_id")
             out.append(_FetchedPartition(topic, topic_id, partition, perr, hwm, lso, log_start,
                                          aborted, preferred, records, leader))
         if flex:
-            cur_skip_tags(&c, "topic tags")
+            fetch_skip_tags(&c, "topic tags")
     if flex:
-        ntags = cur_uvarint(&c, "response tags")
+        ntags = fetch_tag_count(&c, "response tags")
         last_tag = -1
         for k in range(ntags):
-            at = c.pos
-            tag = cur_uvarint(&c, "response tags")
+            at = c.p
+            tag = cursor_uint(&c, "response tags")
             if tag <= last_tag:
-                cur_fail(&c, f"tagged field {tag} out of order in response tags", at)
+                cursor_fail(&c, f"tagged field {tag} out of order in response tags", at)
             last_tag = tag
-            sub = cur_tag(&c, "response tag")
+            sub = fetch_tag(&c, "response tag")
             if tag == 0 and version >= 16:
-                cur_node_endpoints(&sub, view)
-                if sub.pos != sub.end:
-                    cur_fail(&sub, f"tagged field node_endpoints has {sub.end - sub.pos} "
-                             "unread bytes", sub.pos)
+                fetch_node_endpoints(&sub)
+                if sub.p != sub.end:
+                    cursor_fail(&sub, f"tagged field node_endpoints has {sub.end - sub.p} "
+                                "unread bytes", sub.p)
     return _FetchSlice(throttle, error_code, session_id, out)

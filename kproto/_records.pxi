@@ -1,570 +1,24 @@
-# Record sets -> columns: the hot loop of kproto (included by _codec.pyx).
+# Record sets -> columns: the driver (included by _codec.pyx).
 #
-# Record batch (magic 2), PROTOCOL_NOTES §3.1:
-#   baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 | crc u32 (CRC-32C
-#   of attributes..end) | attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 |
-#   maxTimestamp i64 | producerId i64 | producerEpoch i16 | baseSequence i32 | count i32 |
-#   records: [length varint | attrs i8 | tsDelta varlong | offsetDelta varint | keyLen varint |
-#             key | valueLen varint | value | headerCount varint | (hkLen, hk, hvLen, hv)*]
-# Message (magic 0/1), §3.2:
+# decode_records walks the record sets of a buffer: for each magic 2 batch it checks the
+# header and the CRC, decompresses (the only calls made with the GIL, with read_committed's
+# bookkeeping), and hands the records to the nogil loop (_record_loop.pxi); magic 0/1 messages
+# are decoded here. Columns grow in _growbuf.pxi's buffers.
+#
+# Record batch layout: see _record_loop.pxi. Message (magic 0/1), PROTOCOL_NOTES §3.2:
 #   offset i64 | size i32 | crc u32 (CRC-32 of magic..end) | magic i8 | attrs i8 |
 #   [timestamp i64] | key bytes(i32) | value bytes(i32); a compressed message's value is a
 #   nested message set.
-#
-# One pass, no Python object per record: every record is appended to growable C buffers
-# (realloc grows big blocks in place on Linux, so the peak stays near the final size), which
-# become NumPy arrays without a copy at the end. The GIL is released for everything but the
-# decompressor calls and read_committed bookkeeping. Errors inside nogil code record a code and
-# a position in the decoder state; one cold function turns them into CorruptRecordError.
 
-from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcpy, memset
-from libc.stdint cimport (
-    INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
-)
-from cpython.buffer cimport PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
+from libc.string cimport memset
+from libc.stdint cimport INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint32_t
 
 import numpy as _np
 from kproto.errors import (
     ConfigError as _ConfigError, CorruptRecordError as _CorruptRecordError, CrcError as _CrcError,
 )
 from kproto import compression as _compression
-from kproto.columns import (
-    BinaryColumn as _BinaryColumn, BinaryViewColumn as _BinaryViewColumn,
-    HeaderColumn as _HeaderColumn, RecordColumns as _RecordColumns,
-)
-
-cdef extern from *:
-    """
-    static inline int64_t kp_load_i64(const unsigned char *p) {
-        uint64_t v; memcpy(&v, p, 8); return (int64_t)__builtin_bswap64(v); }
-    static inline int32_t kp_load_i32(const unsigned char *p) {
-        uint32_t v; memcpy(&v, p, 4); return (int32_t)__builtin_bswap32(v); }
-    static inline int16_t kp_load_i16(const unsigned char *p) {
-        uint16_t v; memcpy(&v, p, 2); return (int16_t)__builtin_bswap16(v); }
-    /* offsets: int64 sums that overflow are corrupt data, never undefined behaviour */
-    static inline int kp_add_overflows(int64_t a, int64_t b, int64_t *out) {
-        return __builtin_add_overflow(a, b, out); }
-    static inline int kp_sub_overflows(int64_t a, int64_t b, int64_t *out) {
-        return __builtin_sub_overflow(a, b, out); }
-    /* timestamps wrap around, as Java's long arithmetic does */
-    static inline int64_t kp_wrapping_add(int64_t a, int64_t b) {
-        return (int64_t)((uint64_t)a + (uint64_t)b); }
-    """
-    int64_t kp_load_i64(const unsigned char *p) nogil
-    int32_t kp_load_i32(const unsigned char *p) nogil
-    int16_t kp_load_i16(const unsigned char *p) nogil
-    bint kp_add_overflows(int64_t a, int64_t b, int64_t *out) nogil
-    bint kp_sub_overflows(int64_t a, int64_t b, int64_t *out) nogil
-    int64_t kp_wrapping_add(int64_t a, int64_t b) nogil
-
-
-
-cdef const unsigned char *NOTHING = <const unsigned char *> b""   # the data of empty inputs
-
-# ---------------------------------------------------------------- growable output buffers
-
-cdef struct GrowBuf:
-    char *data
-    Py_ssize_t len
-    Py_ssize_t cap
-
-
-cdef int gb_reserve(GrowBuf *b, Py_ssize_t extra) except -1 nogil:
-    cdef Py_ssize_t need = b.len + extra
-    cdef Py_ssize_t cap
-    cdef char *p
-    if need <= b.cap:
-        return 0
-    cap = b.cap * 2 if b.cap else 4096
-    while cap < need:
-        cap *= 2
-    # realloc, not fresh mappings: freed blocks are reused by the next decode without
-    # page faults (measured: mmap/mremap-backed buffers decoded 40% slower in a loop)
-    p = <char *> realloc(b.data, <size_t> cap)
-    if p == NULL:
-        with gil:
-            raise MemoryError(f"cannot grow a decode buffer to {cap} bytes")
-    b.data = p
-    b.cap = cap
-    return 0
-
-
-cdef void gb_free(GrowBuf *b) noexcept nogil:
-    free(b.data)
-    b.data = NULL
-    b.len = b.cap = 0
-
-
-cdef inline int gb_put(GrowBuf *b, const void *src, Py_ssize_t n) except -1 nogil:
-    if b.len + n > b.cap:
-        gb_reserve(b, n)
-    if n:
-        memcpy(b.data + b.len, src, <size_t> n)
-    b.len += n
-    return 0
-
-
-cdef inline int gb_put_i64(GrowBuf *b, int64_t v) except -1 nogil:
-    if b.len + 8 > b.cap:
-        gb_reserve(b, 8)
-    (<int64_t *> (b.data + b.len))[0] = v
-    b.len += 8
-    return 0
-
-
-cdef inline int gb_put_i32(GrowBuf *b, int32_t v) except -1 nogil:
-    if b.len + 4 > b.cap:
-        gb_reserve(b, 4)
-    (<int32_t *> (b.data + b.len))[0] = v
-    b.len += 4
-    return 0
-
-
-@cython.final
-cdef class _OwnedBuffer:
-    """Owns a decode buffer and exports it through the buffer protocol (read-write)."""
-    cdef char *data
-    cdef Py_ssize_t size
-    cdef Py_ssize_t shape[1]
-    cdef Py_ssize_t strides[1]
-
-    def __dealloc__(self):
-        free(self.data)
-
-    def __getbuffer__(self, Py_buffer *view, int flags):
-        self.shape[0] = self.size
-        self.strides[0] = 1
-        view.buf = self.data
-        view.obj = self
-        view.len = self.size
-        view.readonly = 0
-        view.itemsize = 1
-        view.format = NULL
-        if flags & PyBUF_FORMAT:
-            view.format = b"B"
-        view.ndim = 1
-        view.shape = self.shape if flags & PyBUF_ND else NULL
-        view.strides = self.strides if flags & PyBUF_STRIDES else NULL
-        view.suboffsets = NULL
-        view.internal = NULL
-
-    def __releasebuffer__(self, Py_buffer *view):
-        pass
-
-
-cdef object gb_to_numpy(GrowBuf *b, object dtype):
-    """Hand the block to NumPy (shrunk to its length); the GrowBuf is left empty."""
-    cdef _OwnedBuffer owner = _OwnedBuffer.__new__(_OwnedBuffer)
-    cdef char *p = b.data
-    if b.len == 0:
-        gb_free(b)
-        p = <char *> malloc(1)
-        if p == NULL:
-            raise MemoryError()
-    elif b.len < b.cap:
-        p = <char *> realloc(b.data, <size_t> b.len)
-        if p == NULL:
-            p = b.data
-    owner.data = p
-    owner.size = b.len
-    b.data = NULL
-    b.len = b.cap = 0
-    return _np.frombuffer(owner, dtype=dtype)
-
-
-# ---------------------------------------------------------------- decoder state
-
-cdef enum DecodeErr:
-    ERR_NONE = 0
-    ERR_VARINT_TRUNCATED
-    ERR_VARINT_LONG
-    ERR_VARINT_RANGE
-    ERR_RECORD_PAST_END
-    ERR_FIELD_PAST_RECORD
-    ERR_NEGATIVE_LENGTH
-    ERR_RECORD_LENGTH_MISMATCH
-    ERR_TRAILING_RECORD_BYTES
-    ERR_TOO_MANY_ROWS
-    ERR_OFFSET_OVERFLOW
-
-
-cdef struct BinOut:
-    GrowBuf offsets      # end offsets: int32, or int64 once ``wide`` (data past 2 GiB)
-    GrowBuf data
-    GrowBuf validity     # Arrow bitmap, started at the first null
-    GrowBuf views        # binary_view mode: 16 bytes a value
-    Py_ssize_t rows
-    Py_ssize_t nulls
-    bint wide
-
-
-cdef struct Decoder:
-    GrowBuf offset
-    GrowBuf timestamp
-    GrowBuf ts_type
-    GrowBuf header_offsets   # int32 list offsets (rows + 1)
-    BinOut key
-    BinOut value
-    BinOut hkey
-    BinOut hvalue
-    int64_t start_offset
-    Py_ssize_t decompressed  # bytes decompressed so far: all batches share max_decompressed
-    int32_t headers_total
-    bint views
-    int err
-    Py_ssize_t err_pos       # position within the current source buffer
-    const char *err_what
-
-
-cdef int bin_init(BinOut *o, Py_ssize_t rows, Py_ssize_t data, bint views) except -1:
-    """Empty column with room for ``rows`` values and ``data`` bytes (a hint, not a limit)."""
-    memset(o, 0, sizeof(BinOut))
-    if views:
-        gb_reserve(&o.views, 16 * rows)
-    else:
-        gb_reserve(&o.offsets, 4 * (rows + 1))
-        gb_reserve(&o.data, data)
-        gb_put_i32(&o.offsets, 0)
-    return 0
-
-
-cdef void bin_free(BinOut *o) noexcept nogil:
-    gb_free(&o.offsets)
-    gb_free(&o.data)
-    gb_free(&o.validity)
-    gb_free(&o.views)
-
-
-cdef int bin_set_validity(BinOut *o, bint valid) except -1 nogil:
-    """Slow path: keep the bitmap for row ``o.rows`` (created at the first null, all-valid
-    before it)."""
-    cdef Py_ssize_t row = o.rows
-    cdef Py_ssize_t byte = row >> 3
-    if not valid:
-        o.nulls += 1
-        if o.validity.len == 0:
-            gb_reserve(&o.validity, byte + 1)
-            memset(o.validity.data, 0xFF, <size_t> (byte + 1))
-            o.validity.len = byte + 1
-    while o.validity.len <= byte:
-        if o.validity.len + 1 > o.validity.cap:
-            gb_reserve(&o.validity, 1)
-        o.validity.data[o.validity.len] = <char> 0
-        o.validity.len += 1
-    if valid:
-        o.validity.data[byte] = <char> ((<uint8_t> o.validity.data[byte]) | (1 << (row & 7)))
-    else:
-        o.validity.data[byte] = <char> ((<uint8_t> o.validity.data[byte]) & ~(1 << (row & 7)))
-    return 0
-
-
-cdef int bin_widen(BinOut *o) except -1 nogil:
-    """Switch the offsets to int64 (the data passed 2 GiB): rewrite them back to front."""
-    cdef Py_ssize_t n = o.offsets.len // 4, i
-    gb_reserve(&o.offsets, n * 4)
-    cdef int32_t *narrow = <int32_t *> o.offsets.data
-    cdef int64_t *wide = <int64_t *> o.offsets.data
-    for i in range(n - 1, -1, -1):
-        wide[i] = <int64_t> narrow[i]
-    o.offsets.len = n * 8
-    o.wide = True
-    return 0
-
-
-cdef inline int bin_append(BinOut *o, const unsigned char *p, Py_ssize_t n, bint views,
-                           int32_t buf_index, Py_ssize_t buf_pos) except -1 nogil:
-    """Append a value (n == -1: null). In views mode, reference it in buffer ``buf_index``
-    at ``buf_pos`` instead of copying (values of up to 12 bytes are inlined)."""
-    cdef char *v
-    if n < 0 or o.validity.len:
-        bin_set_validity(o, n >= 0)
-    if views:
-        if o.views.len + 16 > o.views.cap:
-            gb_reserve(&o.views, 16)
-        v = o.views.data + o.views.len
-        memset(v, 0, 16)
-        if n > 0:
-            (<int32_t *> v)[0] = <int32_t> n
-            if n <= 12:
-                memcpy(v + 4, p, <size_t> n)
-            else:
-                memcpy(v + 4, p, 4)
-                (<int32_t *> v)[2] = buf_index
-                (<int32_t *> v)[3] = <int32_t> buf_pos
-        o.views.len += 16
-    else:
-        if n > 0:
-            if o.data.len + n > o.data.cap:
-                gb_reserve(&o.data, n)
-            memcpy(o.data.data + o.data.len, p, <size_t> n)
-            o.data.len += n
-        if o.wide:
-            gb_put_i64(&o.offsets, o.data.len)
-        elif o.data.len > 0x7FFFFFFF:
-            bin_widen(o)
-            gb_put_i64(&o.offsets, o.data.len)
-        else:
-            gb_put_i32(&o.offsets, <int32_t> o.data.len)
-    o.rows += 1
-    return 0
-
-
-cdef object bin_to_column(BinOut *o, bint views, list buffers):
-    validity = None
-    if o.nulls:
-        validity = gb_to_numpy(&o.validity, _np.uint8)
-    if views:
-        return _BinaryViewColumn(gb_to_numpy(&o.views, _np.uint8), buffers, validity, o.nulls)
-    offsets = gb_to_numpy(&o.offsets, _np.int64 if o.wide else _np.int32)
-    return _BinaryColumn(offsets, gb_to_numpy(&o.data, _np.uint8), validity, o.nulls)
-
-
-# ---------------------------------------------------------------- varints within a record
-
-cdef inline int read_varint(Decoder *d, const unsigned char **pp, const unsigned char *end,
-                            int64_t *out, int max_bytes, const unsigned char *base) noexcept nogil:
-    """Zigzag varint of at most ``max_bytes`` bytes (5: int32, 10: int64) before ``end``.
-    Returns -1 with ``d.err`` set on malformed input (no Python exception)."""
-    cdef const unsigned char *p = pp[0]
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef int i = 0
-    cdef uint8_t b
-    while True:
-        if p >= end:
-            d.err, d.err_pos, d.err_what = ERR_VARINT_TRUNCATED, pp[0] - base, "varint"
-            return -1
-        b = p[0]
-        p += 1
-        result |= (<uint64_t> (b & 0x7F)) << shift
-        i += 1
-        if not (b & 0x80):
-            break
-        shift += 7
-        if i >= max_bytes:
-            d.err, d.err_pos, d.err_what = ERR_VARINT_LONG, pp[0] - base, "varint"
-            return -1
-    out[0] = <int64_t> ((result >> 1) ^ (-(<int64_t> (result & 1))))
-    if max_bytes == 5 and (out[0] < -2147483648 or out[0] > 2147483647):
-        d.err, d.err_pos, d.err_what = ERR_VARINT_RANGE, pp[0] - base, "varint"
-        return -1
-    pp[0] = p
-    return 0
-
-
-cdef inline int read_varint_fast(Decoder *d, const unsigned char **pp,
-                                 const unsigned char *end, int64_t *out, int max_bytes,
-                                 const unsigned char *base) noexcept nogil:
-    """One-byte varints (almost all of them in records) inline; the rest via read_varint."""
-    cdef const unsigned char *p = pp[0]
-    cdef uint8_t b
-    if p < end:
-        b = p[0]
-        if b < 0x80:
-            out[0] = <int64_t> ((b >> 1) ^ (-(b & 1)))
-            pp[0] = p + 1
-            return 0
-    return read_varint(d, pp, end, out, max_bytes, base)
-
-
-cdef inline void bin_append_reserved(BinOut *o, const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    """Copy-mode append of a non-null value into room reserved for the batch (no checks)."""
-    if n > 0:
-        memcpy(o.data.data + o.data.len, p, <size_t> n)
-        o.data.len += n
-    (<int32_t *> (o.offsets.data + o.offsets.len))[0] = <int32_t> o.data.len
-    o.offsets.len += 4
-    o.rows += 1
-
-
-cdef int reserve_batch(Decoder *d, Py_ssize_t rows, Py_ssize_t nbytes) except -1 nogil:
-    """Room for ``rows`` records whose keys and values total at most ``nbytes``."""
-    gb_reserve(&d.offset, 8 * rows)
-    gb_reserve(&d.timestamp, 8 * rows)
-    gb_reserve(&d.ts_type, 4 * rows)
-    gb_reserve(&d.header_offsets, 4 * rows)
-    if d.views:
-        gb_reserve(&d.key.views, 16 * rows)
-        gb_reserve(&d.value.views, 16 * rows)
-    else:
-        gb_reserve(&d.key.offsets, 8 * rows)
-        gb_reserve(&d.key.data, nbytes)
-        gb_reserve(&d.value.offsets, 8 * rows)
-        gb_reserve(&d.value.data, nbytes)
-    return 0
-
-
-cdef inline int take(Decoder *d, const unsigned char **pp, const unsigned char *end, int64_t n,
-                     const char *what, const unsigned char *base) noexcept nogil:
-    if n < 0:
-        d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, pp[0] - base, what
-        return -1
-    if n > end - pp[0]:
-        d.err, d.err_pos, d.err_what = ERR_FIELD_PAST_RECORD, pp[0] - base, what
-        return -1
-    pp[0] += n
-    return 0
-
-
-# ---------------------------------------------------------------- magic 2 records
-
-cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t start,
-                           Py_ssize_t stop, int64_t base_offset, int64_t base_ts,
-                           int64_t max_ts, int32_t ts_type, int32_t count,
-                           int32_t buf_index) except -1 nogil:
-    """Append the ``count`` records in ``base[start:stop]``; they must fill it exactly.
-    Returns -2 with ``d.err`` set on malformed input; -1 means a Python exception."""
-    cdef const unsigned char *p = base + start
-    cdef const unsigned char *end = base + stop
-    cdef const unsigned char *rec_end
-    cdef const unsigned char *rec_start
-    cdef const unsigned char *key
-    cdef const unsigned char *value
-    cdef const unsigned char *hk
-    cdef const unsigned char *hv
-    cdef int64_t length, ts_delta, offset_delta, key_len, value_len, header_count
-    cdef int64_t hk_len, hv_len, offset
-    cdef int32_t i, h
-    cdef bint keep
-    # A record takes at least 7 bytes, so this batch adds at most that many rows, and its
-    # keys and values fit in its own length: reserve once, append unchecked below.
-    cdef Py_ssize_t rows = (stop - start) // 7
-    if count < rows:
-        rows = count
-    if reserve_batch(d, rows, stop - start) < 0:
-        return -1
-    for i in range(count):
-        rec_start = p
-        if read_varint_fast(d, &p, end, &length, 5, base) < 0:
-            return -2
-        if length < 0:
-            d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, rec_start - base, "record"
-            return -2
-        if length > end - p:
-            d.err, d.err_pos, d.err_what = ERR_RECORD_PAST_END, rec_start - base, "record"
-            return -2
-        rec_end = p + length
-        if take(d, &p, rec_end, 1, "record attributes", base) < 0:
-            return -2
-        if read_varint_fast(d, &p, rec_end, &ts_delta, 10, base) < 0:
-            return -2
-        if read_varint_fast(d, &p, rec_end, &offset_delta, 5, base) < 0:
-            return -2
-        if read_varint_fast(d, &p, rec_end, &key_len, 5, base) < 0:
-            return -2
-        key = p
-        if key_len >= 0:
-            if take(d, &p, rec_end, key_len, "key", base) < 0:
-                return -2
-        elif key_len != -1:
-            d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "key"
-            return -2
-        if read_varint_fast(d, &p, rec_end, &value_len, 5, base) < 0:
-            return -2
-        value = p
-        if value_len >= 0:
-            if take(d, &p, rec_end, value_len, "value", base) < 0:
-                return -2
-        elif value_len != -1:
-            d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "value"
-            return -2
-        if read_varint_fast(d, &p, rec_end, &header_count, 5, base) < 0:
-            return -2
-        if header_count < 0 or header_count > rec_end - p:
-            d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "header count"
-            return -2
-        if kp_add_overflows(base_offset, offset_delta, &offset):
-            d.err, d.err_pos, d.err_what = ERR_OFFSET_OVERFLOW, rec_start - base, "record"
-            return -2
-        keep = offset >= d.start_offset
-        for h in range(<int32_t> header_count):
-            if read_varint_fast(d, &p, rec_end, &hk_len, 5, base) < 0:
-                return -2
-            hk = p
-            if take(d, &p, rec_end, hk_len, "header key", base) < 0:
-                return -2
-            if read_varint_fast(d, &p, rec_end, &hv_len, 5, base) < 0:
-                return -2
-            hv = p
-            if hv_len >= 0:
-                if take(d, &p, rec_end, hv_len, "header value", base) < 0:
-                    return -2
-            elif hv_len != -1:
-                d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "header value"
-                return -2
-            if keep:
-                bin_append(&d.hkey, hk, hk_len, False, 0, 0)
-                bin_append(&d.hvalue, hv, hv_len, False, 0, 0)
-        if p != rec_end:
-            d.err, d.err_pos, d.err_what = ERR_RECORD_LENGTH_MISMATCH, rec_start - base, "record"
-            return -2
-        if keep:
-            if d.offset.len // 8 >= 0x7FFFFFFF:
-                d.err, d.err_pos, d.err_what = ERR_TOO_MANY_ROWS, rec_start - base, "record"
-                return -2
-            (<int64_t *> (d.offset.data + d.offset.len))[0] = offset
-            d.offset.len += 8
-            (<int64_t *> (d.timestamp.data + d.timestamp.len))[0] = (
-                max_ts if ts_type == 1 else kp_wrapping_add(base_ts, ts_delta))
-            d.timestamp.len += 8
-            (<int32_t *> (d.ts_type.data + d.ts_type.len))[0] = ts_type
-            d.ts_type.len += 4
-            d.headers_total += <int32_t> header_count
-            (<int32_t *> (d.header_offsets.data + d.header_offsets.len))[0] = d.headers_total
-            d.header_offsets.len += 4
-            # common case: copy mode, no nulls so far, offsets staying 32-bit
-            if (key_len >= 0 and not d.views and not d.key.validity.len
-                    and d.key.data.len + (stop - start) <= 0x7FFFFFFF):
-                bin_append_reserved(&d.key, key, key_len)
-            else:
-                bin_append(&d.key, key, key_len, d.views, buf_index, key - base)
-            if (value_len >= 0 and not d.views and not d.value.validity.len
-                    and d.value.data.len + (stop - start) <= 0x7FFFFFFF):
-                bin_append_reserved(&d.value, value, value_len)
-            else:
-                bin_append(&d.value, value, value_len, d.views, buf_index, value - base)
-    if p != end:
-        d.err, d.err_pos, d.err_what = ERR_TRAILING_RECORD_BYTES, p - base, "batch"
-        return -2
-    return 0
-
-
-cdef int append_legacy(Decoder *d, const unsigned char *base, int64_t offset, int64_t ts,
-                       int32_t ts_type, Py_ssize_t key_pos, int32_t key_len,
-                       Py_ssize_t value_pos, int32_t value_len, int32_t buf_index) except -1:
-    gb_put_i64(&d.offset, offset)
-    gb_put_i64(&d.timestamp, ts)
-    gb_put_i32(&d.ts_type, ts_type)
-    bin_append(&d.key, base + key_pos, key_len, d.views, buf_index, key_pos)
-    bin_append(&d.value, base + value_pos, value_len, d.views, buf_index, value_pos)
-    gb_put_i32(&d.header_offsets, d.headers_total)
-    return 0
-
-
-# ---------------------------------------------------------------- errors (cold)
-
-_ERR_TEXT = {
-    ERR_VARINT_TRUNCATED: "truncated varint in {what}",
-    ERR_VARINT_LONG: "over-long varint in {what}",
-    ERR_VARINT_RANGE: "varint out of the int32 range in {what}",
-    ERR_RECORD_PAST_END: "record runs past the end of its batch",
-    ERR_FIELD_PAST_RECORD: "{what} runs past the end of its record",
-    ERR_NEGATIVE_LENGTH: "invalid length for {what}",
-    ERR_RECORD_LENGTH_MISMATCH: "record length does not match its contents",
-    ERR_TRAILING_RECORD_BYTES: "bytes left over after the records of the batch",
-    ERR_TOO_MANY_ROWS: "more than 2**31-1 records in one decode",
-    ERR_OFFSET_OVERFLOW: "base offset + offset delta overflows int64",
-}
-
-
-cdef object decode_error(Decoder *d, Py_ssize_t batch_pos, int64_t base_offset, bint nested):
-    what = (<bytes> d.err_what).decode() if d.err_what != NULL else "record"
-    text = _ERR_TEXT.get(d.err, "malformed record").format(what=what)
-    where = "decompressed records" if nested else "record set"
-    return _CorruptRecordError(
-        f"batch at offset {base_offset} (byte {batch_pos}): {text} "
-        f"(byte {d.err_pos} of the {where})", offset=batch_pos)
+from kproto.columns import HeaderColumn as _HeaderColumn, RecordColumns as _RecordColumns
 
 
 # ---------------------------------------------------------------- the entry point
@@ -573,7 +27,7 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                    aborted_transactions=None, Py_ssize_t max_decompressed=-1,
                    bint binary_view=False, Py_ssize_t max_batch_bytes=0x7FFFFFFF):
     """Decode a sequence of record sets into a RecordColumns (see kproto.records.decode)."""
-    cdef const unsigned char[::1] view = _as_bytes_view(buf)
+    cdef const unsigned char[::1] view = _bytes_view(buf)
     cdef const unsigned char *base = &view[0] if view.shape[0] else NOTHING
     cdef Py_ssize_t end = view.shape[0]
     cdef Py_ssize_t pos = 0, stop, rpos, rstop
@@ -728,12 +182,7 @@ cdef Py_ssize_t _rows_hint(const unsigned char *base, Py_ssize_t end) noexcept n
     return rows if rows < (1 << 26) else (1 << 26)
 
 
-cdef const unsigned char[::1] _as_bytes_view(obj) except *:
-    mv = memoryview(obj)
-    if mv.ndim != 1 or mv.itemsize != 1:
-        mv = mv.cast("B")
-    return mv
-
+# ---------------------------------------------------------------- magic 0/1 messages
 
 cdef int64_t _legacy_message(Decoder *d, object src, const unsigned char *base,
                              Py_ssize_t pos, Py_ssize_t stop, bint check_crc,
@@ -775,6 +224,18 @@ cdef int64_t _legacy_message(Decoder *d, object src, const unsigned char *base,
                                            magic=magic, max_size=max_decompressed - d.decompressed,
                                            offset=pos, total=max_decompressed)
     return _legacy_inner(d, inner, offset, magic, ts, ts_type, check_crc, buffers)
+
+
+cdef int append_legacy(Decoder *d, const unsigned char *base, int64_t offset, int64_t ts,
+                       int32_t ts_type, Py_ssize_t key_pos, int32_t key_len,
+                       Py_ssize_t value_pos, int32_t value_len, int32_t buf_index) except -1:
+    gb_put_i64(&d.offset, offset)
+    gb_put_i64(&d.timestamp, ts)
+    gb_put_i32(&d.ts_type, ts_type)
+    bin_append(&d.key, base + key_pos, key_len, d.views, buf_index, key_pos)
+    bin_append(&d.value, base + value_pos, value_len, d.views, buf_index, value_pos)
+    gb_put_i32(&d.header_offsets, d.headers_total)
+    return 0
 
 
 cdef tuple _legacy_bytes(const unsigned char *base, Py_ssize_t p, Py_ssize_t stop, str what):
@@ -861,6 +322,8 @@ cdef int64_t _legacy_inner(Decoder *d, object inner, int64_t wrapper_offset, int
                           value_len, buf_index)
     return max(wrapper_offset, base_offset + last_rel)
 
+
+# ---------------------------------------------------------------- read_committed
 
 cdef class _Aborted:
     """read_committed bookkeeping (PROTOCOL_NOTES §3.3); touched only for transactional data."""
