@@ -143,8 +143,8 @@ def test_task_streams_its_range_in_steps(mock_cluster, unique_topic, monkeypatch
                              max_partition_fetch_bytes=32 << 10).items())
     part = kproto.spark.KafkaRange(unique_topic, 1, 3, 20000, settings, True, True)
     decoded = []                              # Fetch answers decoded, counted
-    real_decode = kproto.reader.records.decode
-    monkeypatch.setattr(kproto.reader.records, "decode",
+    real_decode = kproto.fetcher.records.decode       # (every read decodes through the fetcher)
+    monkeypatch.setattr(kproto.fetcher.records, "decode",
                         lambda *a, **k: decoded.append(1) or real_decode(*a, **k))
     task = kproto.spark.read_partition(part)
     batches = [next(task)]
