@@ -19,6 +19,7 @@ No zlib (or any other C library) is needed: the CRCs are in kproto/_crc.h.
 """
 
 import os
+from pathlib import Path
 
 import numpy
 from Cython.Build import cythonize
@@ -60,8 +61,7 @@ extensions = [
         extra_compile_args=compile_args,
         extra_link_args=link_args,
         py_limited_api=LIMITED_API,
-        depends=["kproto/_crc.h", "kproto/_records.pxi", "kproto/_encode.pxi",
-                 "kproto/_fetch.pxi"],
+        depends=["kproto/_crc.h", *sorted(str(p) for p in Path("kproto").glob("*.pxi"))],
     )
 ]
 

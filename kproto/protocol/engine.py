@@ -499,8 +499,8 @@ class MessageCodec:
 
     def _decode_error(self, exc: _Fail, r: Reader) -> ProtocolError:
         at = exc.pos if exc.pos is not None else r.pos
-        return ProtocolError(f"cannot decode {self._label()}: {exc.where()}{exc.message} "
-                             f"(at byte {at})")
+        return ProtocolError(f"cannot decode {self._label()}: {exc.where()}{exc.message}",
+                             offset=at)
 
     def decode_lenient(self, data: Any, pos: int = 0) -> dict[str, Any]:
         """Decode what is there: a body cut short at a top-level field boundary

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import columns as columns  # (kproto.records.columns, .compression, .fetched: the
 from .. import compression
+from .. import fetched as fetched  # same modules as kproto.columns, ...)
 from ..columns import (
     COLUMNS,
     BinaryColumn,
