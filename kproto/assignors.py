@@ -32,12 +32,13 @@ Example::
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from .errors import ConfigError
+from .errors import ConfigError, ProtocolError
+from .protocol.apis import STICKY_ASSIGNOR_USER_DATA
+from .protocol.engine import codec_for
 
 __all__ = [
     "ASSIGNORS",
@@ -272,70 +273,31 @@ class RoundRobinAssignor(_AssignorBase):
 
 # --------------------------------------------------------------------------- sticky user data
 
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-
 
 def encode_sticky_user_data(
     assignment: Mapping[str, Iterable[int]], generation: int | None = DEFAULT_GENERATION
 ) -> bytes:
     """Encode a ``StickyAssignor`` user data blob (Java ``serializeTopicPartitionAssignment``).
 
-    Layout (classic, non-flexible encoding, no version prefix)::
-
-        previous_assignment: ARRAY of {topic: STRING, partitions: ARRAY of INT32}
-        generation: INT32            (version 1 only)
-
-    Java always writes version 1; pass ``generation=None`` to write version 0.
-    Topics and partitions are written sorted; topics with no partitions are
-    omitted (Java groups a flat partition list by topic).
+    The layout is declared once, as
+    :data:`~kproto.protocol.apis.headers.STICKY_ASSIGNOR_USER_DATA` (no version
+    prefix; version 1 adds ``generation``). Java always writes version 1; pass
+    ``generation=None`` to write version 0. Topics and partitions are written
+    sorted; topics with no partitions are omitted (Java groups a flat partition
+    list by topic). A topic name over 32767 UTF-8 bytes raises
+    :class:`~kproto.errors.EncodeError` (a ``ValueError``).
     """
     items = sorted(
         ((t, sorted(set(ps))) for t, ps in assignment.items()),
         key=lambda item: java_string_key(item[0]),
     )
-    items = [(t, ps) for t, ps in items if ps]
-    out = bytearray(_INT32.pack(len(items)))
-    for topic, partitions in items:
-        raw = topic.encode("utf-8")
-        if len(raw) > 0x7FFF:
-            raise ValueError(f"topic name too long for a STRING: {len(raw)} bytes")
-        out += _INT16.pack(len(raw)) + raw
-        out += _INT32.pack(len(partitions))
-        out += b"".join(_INT32.pack(p) for p in partitions)
-    if generation is not None:
-        out += _INT32.pack(generation)
-    return bytes(out)
-
-
-def _parse_sticky(
-    data: bytes, pos: int, with_generation: bool
-) -> tuple[dict[str, list[int]], int, int]:
-    """Parse one layout at ``pos``; return (assignment, generation, end). Raises on bad data."""
-    (count,) = _INT32.unpack_from(data, pos)
-    pos += 4
-    if count < 0 or count > len(data):
-        raise ValueError("bad topic count")
-    assignment: dict[str, list[int]] = {}
-    for _ in range(count):
-        (size,) = _INT16.unpack_from(data, pos)
-        pos += 2
-        if size < 0 or pos + size > len(data):
-            raise ValueError("bad topic string")
-        topic = data[pos : pos + size].decode("utf-8")
-        pos += size
-        (n,) = _INT32.unpack_from(data, pos)
-        pos += 4
-        if n < 0 or pos + 4 * n > len(data):
-            raise ValueError("bad partition count")
-        parts = list(struct.unpack_from(f">{n}i", data, pos))
-        pos += 4 * n
-        assignment.setdefault(topic, []).extend(parts)
-    generation = DEFAULT_GENERATION
-    if with_generation:
-        (generation,) = _INT32.unpack_from(data, pos)
-        pos += 4
-    return assignment, generation, pos
+    fields: dict[str, Any] = {
+        "previous_assignment": [{"topic": t, "partitions": ps} for t, ps in items if ps]
+    }
+    if generation is None:
+        return codec_for(STICKY_ASSIGNOR_USER_DATA, 0).encode(fields)
+    fields["generation"] = generation
+    return codec_for(STICKY_ASSIGNOR_USER_DATA, 1).encode(fields)
 
 
 def decode_sticky_user_data(data: bytes | bytearray | memoryview | None) -> tuple[
@@ -345,29 +307,30 @@ def decode_sticky_user_data(data: bytes | bytearray | memoryview | None) -> tupl
 
     Like Java, version 1 (with generation) is tried first, then version 0 (the
     generation is then :data:`DEFAULT_GENERATION`). As a fallback, a blob with a
-    leading int16 version (as kafka-python 3.x writes it) is also accepted.
+    leading int16 version (as kafka-python 3.x writes it) is also accepted, and
+    finally versions 1 and 0 followed by trailing bytes (Java ignores them).
     Returns ``None`` for empty or undecodable data, which Java treats as "no
     previous assignment".
     """
     if not data:
         return None
     buf = bytes(data)
-    attempts: list[tuple[int, bool, bool]] = [
-        (0, True, True),  # v1, whole blob
-        (0, False, True),  # v0, whole blob
-    ]
+    attempts: list[tuple[int, int, bool]] = [(1, 0, True), (0, 0, True)]  # version, start, whole
     if len(buf) >= 2:
-        (version,) = _INT16.unpack_from(buf, 0)
-        if version in (0, 1):
-            attempts.append((2, version >= 1, True))  # int16 version + body
-    attempts += [(0, True, False), (0, False, False)]  # Java ignores trailing bytes
-    for start, with_generation, exact in attempts:
+        prefix = int.from_bytes(buf[:2], "big", signed=True)
+        if prefix in STICKY_ASSIGNOR_USER_DATA.versions:
+            attempts.append((prefix, 2, True))
+    attempts += [(1, 0, False), (0, 0, False)]
+    for version, start, whole in attempts:
         try:
-            assignment, generation, end = _parse_sticky(buf, start, with_generation)
-        except (struct.error, ValueError, UnicodeDecodeError):
+            fields, _ = codec_for(STICKY_ASSIGNOR_USER_DATA, version).decode(
+                buf, start, whole=whole)
+        except ProtocolError:
             continue
-        if exact and end != len(buf):
-            continue
+        assignment: dict[str, list[int]] = {}
+        for entry in fields["previous_assignment"]:
+            assignment.setdefault(entry["topic"], []).extend(entry["partitions"])
+        generation: int = fields["generation"]  # DEFAULT_GENERATION when absent (v0)
         return assignment, generation
     return None
 

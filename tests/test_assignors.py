@@ -35,7 +35,9 @@ from kproto.assignors import (
     get_assignor,
     java_string_key,
 )
-from kproto.errors import ConfigError
+from kproto.errors import ConfigError, EncodeError
+from kproto.protocol.apis import STICKY_ASSIGNOR_USER_DATA
+from kproto.protocol.engine import codec_for
 
 M = MemberSubscription
 SETTINGS = settings(
@@ -311,6 +313,17 @@ def test_sticky_user_data_golden_bytes() -> None:
     v0 = encode_sticky_user_data({"t": [0]}, None)
     assert v0 == bytes.fromhex("00000001 0001 74 00000001 00000000")
     assert decode_sticky_user_data(v0) == ({"t": [0]}, DEFAULT_GENERATION)
+
+
+def test_sticky_user_data_is_the_declared_message() -> None:
+    # The bytes come from the DSL declaration (one source for the layout), whose
+    # generation default is Java's DEFAULT_GENERATION.
+    assert STICKY_ASSIGNOR_USER_DATA.field("generation").default_value() == DEFAULT_GENERATION
+    value = {"previous_assignment": [{"topic": "t", "partitions": [0, 3]}], "generation": 2}
+    assert encode_sticky_user_data({"t": [3, 0]}, 2) == codec_for(
+        STICKY_ASSIGNOR_USER_DATA, 1).encode(value)
+    with pytest.raises(EncodeError):  # a STRING holds at most 32767 bytes
+        encode_sticky_user_data({"x" * 0x8000: [0]})
 
 
 def test_sticky_user_data_undecodable() -> None:

@@ -5,6 +5,10 @@ The JSON files are read at test time from the installed kafka-python package
 into kproto. Every API and the embedded consumer protocol must agree on
 versions, flexible versions and, field by field, name, type, versions,
 nullability, tag, default and ignorability.
+
+The sticky assignor's user data has no JSON file in Apache Kafka (only Java
+``Schema`` objects in ``StickyAssignor.java``): its declaration is checked
+against that Java field list, and against the JSON kafka-python ships for it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from kproto.protocol.apis import (
     CONSUMER_SUBSCRIPTION,
     REQUEST_HEADER,
     RESPONSE_HEADER,
+    STICKY_ASSIGNOR_USER_DATA,
 )
 from kproto.protocol.schema import ALL_VERSIONS, NO_VERSIONS, Field, Message, VersionRange
 
@@ -29,8 +34,8 @@ _PRIMS = {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "boo
           "bytes", "records", "uuid"}
 
 
-def official(name: str) -> dict[str, Any]:
-    return load_json(name, "kafka.protocol.schemas.resources")
+def official(name: str, package: str = "kafka.protocol.schemas.resources") -> dict[str, Any]:
+    return load_json(name, package)
 
 
 def snake(name: str) -> str:
@@ -75,8 +80,9 @@ def compare_fields(ours: tuple[Field, ...], theirs: list[dict[str, Any]], where:
         compare_fields(f.fields, t.get("fields", []), here)
 
 
-def compare_message(ours: Message, name: str, *, min_from_zero: bool) -> None:
-    theirs = official(name)
+def compare_message(ours: Message, name: str, *, min_from_zero: bool,
+                    package: str = "kafka.protocol.schemas.resources") -> None:
+    theirs = official(name, package)
     valid = VersionRange.parse(theirs["validVersions"])
     assert ours.versions.hi == valid.hi, f"{name}: newest version"
     # Kafka 4.0 dropped old versions from its definitions (KIP-896); kproto keeps
@@ -105,3 +111,51 @@ def test_headers_match_kafka_json() -> None:
     # RequestHeader v0 (no client_id) was removed in Kafka 4.0; kproto never sends it.
     compare_message(REQUEST_HEADER, "RequestHeader", min_from_zero=True)
     compare_message(RESPONSE_HEADER, "ResponseHeader", min_from_zero=False)
+
+
+# Apache Kafka declares the sticky assignor's user data only in Java, in
+# clients/src/main/java/org/apache/kafka/clients/consumer/StickyAssignor.java
+# (apache/kafka trunk 1eb7644349):
+#     TOPIC_ASSIGNMENT = new Schema(new Field("topic", Type.STRING),
+#                                   new Field("partitions", new ArrayOf(Type.INT32)));
+#     STICKY_ASSIGNOR_USER_DATA_V0 = new Schema(
+#         new Field("previous_assignment", new ArrayOf(TOPIC_ASSIGNMENT)));
+#     STICKY_ASSIGNOR_USER_DATA_V1 = new Schema(
+#         new Field("previous_assignment", new ArrayOf(TOPIC_ASSIGNMENT)),
+#         new Field("generation", Type.INT32));
+# Type.STRING and ArrayOf are the classic, non-nullable types; no version prefix.
+_JAVA_TOPIC_ASSIGNMENT = [("topic", "STRING"), ("partitions", "ARRAY(INT32)")]
+JAVA_STICKY_USER_DATA = {
+    0: [("previous_assignment", ("ARRAY", _JAVA_TOPIC_ASSIGNMENT))],
+    1: [("previous_assignment", ("ARRAY", _JAVA_TOPIC_ASSIGNMENT)), ("generation", "INT32")],
+}
+
+
+def java_schema(fields: tuple[Field, ...], version: int) -> list[tuple[str, Any]]:
+    """Our fields on the wire at ``version``, written as Java ``Schema`` fields."""
+    out: list[tuple[str, Any]] = []
+    for f in fields:
+        if version not in f.versions:
+            continue
+        assert f.tag is None and not f.nullable, f.name
+        if f.type == "struct_array":
+            out.append((f.name, ("ARRAY", java_schema(f.fields, version))))
+        elif f.type == "array":
+            out.append((f.name, f"ARRAY({str(f.item).upper()})"))
+        else:
+            out.append((f.name, f.type.upper()))
+    return out
+
+
+def test_sticky_user_data_matches_java_schema() -> None:
+    ours = STICKY_ASSIGNOR_USER_DATA
+    assert ours.versions == VersionRange(0, 1) and not ours.flexible
+    for version, fields in JAVA_STICKY_USER_DATA.items():
+        assert java_schema(ours.fields, version) == fields, f"v{version}"
+
+
+def test_sticky_user_data_matches_kafka_python_json() -> None:
+    # kafka-python's StickyAssignorUserData.json restates the Java schema as a
+    # message definition (names, versions, generation default -1).
+    compare_message(STICKY_ASSIGNOR_USER_DATA, "StickyAssignorUserData", min_from_zero=True,
+                    package="kafka.coordinator.assignors.sticky")

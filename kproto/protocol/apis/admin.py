@@ -8,6 +8,7 @@ __all__ = ["CREATE_TOPICS", "DELETE_TOPICS"]
 CREATE_TOPICS = Api(19, "CreateTopics", "0-7", flexible="5+", request="""
     topics                           []        0+
       name                           string    0+
+      # -1 (v4+): the broker's default, or the counts given by assignments.
       num_partitions                 int32     0+
       replication_factor             int16     0+
       assignments                    []        0+
@@ -25,6 +26,7 @@ CREATE_TOPICS = Api(19, "CreateTopics", "0-7", flexible="5+", request="""
       topic_id                       uuid      7+     ignorable
       error_code                     int16     0+
       error_message                  string    1+     null ignorable
+      # Why configs could not be returned (KIP-525), tagged: absent when 0.
       topic_config_error_code        int16     5+     tag=0 ignorable
       num_partitions                 int32     5+     default=-1 ignorable
       replication_factor             int16     5+     default=-1 ignorable
@@ -37,6 +39,7 @@ CREATE_TOPICS = Api(19, "CreateTopics", "0-7", flexible="5+", request="""
 """)
 
 DELETE_TOPICS = Api(20, "DeleteTopics", "0-6", flexible="4+", request="""
+    # v6+ names each topic by name (topic_id zero) or by id (name null).
     topics                           []        6+
       name                           string    6+     null=6+ default=null
       topic_id                       uuid      6+

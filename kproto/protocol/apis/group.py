@@ -17,17 +17,23 @@ __all__ = [
 
 OFFSET_COMMIT = Api(8, "OffsetCommit", "0-10", flexible="8+", request="""
     group_id                         string    0+
+    # The classic group's generation (or a KIP-848 member epoch). -1 with an
+    # empty member_id commits from outside the group (manual assignment).
     generation_id_or_member_epoch    int32     1+     default=-1 ignorable
     member_id                        string    1+     ignorable
     group_instance_id                string    7+     null=7+ default=null
+    # -1: the broker's offsets.retention.minutes (from v5 always that).
     retention_time_ms                int64     2-4    default=-1 ignorable
     topics                           []        0+
+      # From v10 a topic is named by its id only (KIP-848).
       name                           string    0-9    ignorable
       topic_id                       uuid      10+    ignorable
       partitions                     []        0+
         partition_index              int32     0+
         committed_offset             int64     0+
+        # The leader epoch of the last consumed record, or -1 (KIP-320).
         committed_leader_epoch       int32     6+     default=-1 ignorable
+        # -1: the broker's clock.
         commit_timestamp             int64     1      default=-1
         committed_metadata           string    0+     null
 """, response="""
@@ -42,17 +48,22 @@ OFFSET_COMMIT = Api(8, "OffsetCommit", "0-10", flexible="8+", request="""
 
 OFFSET_FETCH = Api(9, "OffsetFetch", "0-10", flexible="6+", request="""
     group_id                         string    0-7
+    # Null (v2+): every topic the group has committed offsets for.
     topics                           []        0-7    null=2-7
       name                           string    0-7
       partition_indexes              [int32]   0-7
+    # v8+ asks for several groups at once (KIP-709).
     groups                           []        8+
       group_id                       string    8+
+      # Only for KIP-848 (consumer protocol) members; classic clients send null / -1.
       member_id                      string    9+     null=9+ default=null ignorable
       member_epoch                   int32     9+     default=-1 ignorable
       topics                         []        8+     null=8+
         name                         string    8-9    ignorable
         topic_id                     uuid      10+    ignorable
         partition_indexes            [int32]   8+
+    # Answer UNSTABLE_OFFSET_COMMIT (retriable) while a transactional offset
+    # commit to the partition is pending, rather than the older offset (KIP-447).
     require_stable                   bool      7+
 """, response="""
     throttle_time_ms                 int32     3+     ignorable
@@ -60,10 +71,12 @@ OFFSET_FETCH = Api(9, "OffsetFetch", "0-10", flexible="6+", request="""
       name                           string    0-7
       partitions                     []        0-7
         partition_index              int32     0-7
+        # -1: nothing committed.
         committed_offset             int64     0-7
         committed_leader_epoch       int32     5-7    default=-1 ignorable
         metadata                     string    0-7    null=0-7
         error_code                   int16     0-7
+    # The group-level error (v2+); v0-1 carry it in each partition's error_code.
     error_code                       int16     2-7    ignorable
     groups                           []        8+
       group_id                       string    8+
@@ -81,7 +94,9 @@ OFFSET_FETCH = Api(9, "OffsetFetch", "0-10", flexible="6+", request="""
 
 FIND_COORDINATOR = Api(10, "FindCoordinator", "0-6", flexible="3+", request="""
     key                              string    0-3
+    # 0 group, 1 transaction, 2 share group.
     key_type                         int8      1+
+    # v4+ looks up several keys at once (KIP-699) and answers in coordinators.
     coordinator_keys                 [string]  4+
 """, response="""
     throttle_time_ms                 int32     1+     ignorable
@@ -102,10 +117,16 @@ FIND_COORDINATOR = Api(10, "FindCoordinator", "0-6", flexible="3+", request="""
 JOIN_GROUP = Api(11, "JoinGroup", "0-9", flexible="6+", request="""
     group_id                         string    0+
     session_timeout_ms               int32     0+
+    # v0 has none: the session timeout is used.
     rebalance_timeout_ms             int32     1+     default=-1 ignorable
+    # "" on the first join; from v4 the broker then answers MEMBER_ID_REQUIRED
+    # with the id to join again with (KIP-394).
     member_id                        string    0+
+    # Static membership (KIP-345): group.instance.id.
     group_instance_id                string    5+     null=5+ default=null
+    # "consumer" for the consumer protocol: metadata is a ConsumerProtocolSubscription.
     protocol_type                    string    0+
+    # One per assignor, in order of preference.
     protocols                        []        0+
       name                           string    0+
       metadata                       bytes     0+
@@ -117,8 +138,10 @@ JOIN_GROUP = Api(11, "JoinGroup", "0-9", flexible="6+", request="""
     protocol_type                    string    7+     null=7+ default=null ignorable
     protocol_name                    string    0+     null=7+
     leader                           string    0+
+    # A static leader rejoining (KIP-814): it must not compute a new assignment.
     skip_assignment                  bool      9+
     member_id                        string    0+
+    # Only the leader gets the members (with their subscriptions); others get [].
     members                          []        0+
       member_id                      string    0+
       group_instance_id              string    5+     null=5+ default=null ignorable
@@ -158,6 +181,7 @@ SYNC_GROUP = Api(14, "SyncGroup", "0-5", flexible="4+", request="""
     group_instance_id                string    3+     null=3+ default=null
     protocol_type                    string    5+     null=5+ default=null ignorable
     protocol_name                    string    5+     null=5+ default=null ignorable
+    # Only the leader sends assignments (ConsumerProtocolAssignment bytes); others send [].
     assignments                      []        0+
       member_id                      string    0+
       assignment                     bytes     0+
@@ -188,10 +212,12 @@ DESCRIBE_GROUPS = Api(15, "DescribeGroups", "0-6", flexible="5+", request="""
         client_host                  string    0+
         member_metadata              bytes     0+
         member_assignment            bytes     0+
+      # A bit field of ACL operations; INT32_MIN: not requested.
       authorized_operations          int32     3+     default=-2147483648
 """)
 
 LIST_GROUPS = Api(16, "ListGroups", "0-5", flexible="3+", request="""
+    # Empty filters list every group.
     states_filter                    [string]  4+
     types_filter                     [string]  5+
 """, response="""
