@@ -92,6 +92,9 @@ def _assignments(member: Member) -> list[set[TopicPartition]]:
     return [tps for kind, tps in list(member.events) if kind == "assigned"]
 
 
+@pytest.mark.brokers("tansu", "mock", reason="noida-db expels a member that heartbeats but "
+                     "has not rejoined within the session timeout (Kafka: rebalance_timeout_ms, "
+                     "sent as max_poll_interval_ms): docs/brokers.md")
 def test_slow_member_keeps_heartbeating_until_it_rejoins(broker, unique_topic):
     """A gets REBALANCE_IN_PROGRESS (B joins) and then does not poll for 2.5
     session timeouts: it must not be expelled (B never gets A's partitions),
@@ -302,7 +305,8 @@ def test_out_of_generation_commits_fail_and_partitions_are_lost(proxied, proxy, 
         c.close()
 
 
-def test_fenced_instance_id_from_a_heartbeat_is_raised_by_the_next_poll(proxied, proxy, unique_topic):
+def test_fenced_instance_id_from_a_heartbeat_is_raised_by_the_next_poll(proxied, proxy,
+                                                                         unique_topic):
     """FENCED_INSTANCE_ID (another process uses this group_instance_id) is fatal
     in Java: the heartbeat thread records it and the next poll raises it."""
     listener = Events()
