@@ -27,7 +27,7 @@
 """kproto's Cython core: varints, CRCs, record sets <-> columns, Fetch response slicing.
 
 Every public function here has a pure-Python twin of the same name in ``kproto._pure``;
-``kproto._impl`` picks one. Fragments, by topic:
+``kproto._backend`` picks one. Fragments, by topic:
 
     _growbuf.pxi      growable C output buffers and the binary columns built from them
     _record_loop.pxi  the nogil loop over the records of a magic 2 batch

@@ -15,19 +15,19 @@ from typing import Any
 
 import numpy as np
 
-from ._impl import codec
+from ._backend import backend
 
 __all__ = ["murmur2", "partition_for_key", "partitions_for_keys", "StickyPartitioner"]
 
 
 def murmur2(data: bytes | bytearray | memoryview) -> int:
     """Kafka's murmur2 hash (Java ``Utils.murmur2``) of ``data``, a signed int32."""
-    return int(codec.murmur2(data))
+    return int(backend.murmur2(data))
 
 
 def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
     """The partition Java's producer picks for ``key`` among ``num_partitions``."""
-    return (codec.murmur2(key) & 0x7FFFFFFF) % num_partitions
+    return (backend.murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
 def partitions_for_keys(keys: Any, num_partitions: int) -> np.ndarray:
@@ -36,7 +36,7 @@ def partitions_for_keys(keys: Any, num_partitions: int) -> np.ndarray:
     from .records import _binary_input  # the encoder's view of Arrow binary columns
 
     n = len(keys)
-    return codec.murmur2_partitions(n, _binary_input(keys, n, "key"), num_partitions)
+    return backend.murmur2_partitions(n, _binary_input(keys, n, "key"), num_partitions)
 
 
 class StickyPartitioner:

@@ -425,13 +425,13 @@ def test_twins_have_the_same_public_names(ext: ModuleType) -> None:
 
 
 def test_extension_is_used_unless_pure_requested() -> None:
-    from kproto import _impl
+    from kproto import _backend
 
-    assert _impl.IS_PURE is PURE_REQUESTED
+    assert _backend.IS_PURE is PURE_REQUESTED
     if PURE_REQUESTED:
-        assert _impl.codec is kproto._pure
+        assert _backend.backend is kproto._pure
     else:
-        assert _impl.codec is _extension()
+        assert _backend.backend is _extension()
 
 
 def _select_in_subprocess(env_pure: bool, block_extension: bool) -> str:
@@ -445,8 +445,8 @@ if {block_extension}:
     sys.meta_path.insert(0, Block())
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    from kproto import _impl
-print(_impl.IS_PURE, _impl.codec.__name__, [w.category.__name__ for w in caught])
+    from kproto import _backend
+print(_backend.IS_PURE, _backend.backend.__name__, [w.category.__name__ for w in caught])
 """
     env = {k: v for k, v in os.environ.items() if k != "KPROTO_PURE"}
     # the same kproto as this process, installed or not

@@ -3,10 +3,11 @@
 On the broker matrix (tests/brokers.py) where groups work: Tansu and noida-db
 (librdkafka's mock advertises JoinGroup v6 but reads v5). Tansu forms a group
 only after half the session timeout, so these tests use a short one (6 s, also
-noida-db's minimum, Kafka's ``group.min.session.timeout.ms``). Three kproto consumers split a 12-partition topic; one
-leaves (LeaveGroup on close, committing its positions first) and the other
-two take over its partitions from the committed offsets: every record is
-delivered exactly once across the rebalance.
+noida-db's minimum, Kafka's ``group.min.session.timeout.ms``). Three kproto
+consumers split a 12-partition topic; one leaves (LeaveGroup on close,
+committing its positions first) and the other two take over its partitions
+from the committed offsets: every record is delivered exactly once across the
+rebalance.
 """
 
 from __future__ import annotations

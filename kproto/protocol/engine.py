@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .._impl import codec
+from .._backend import backend
 from ..errors import EncodeError, ProtocolError
 from .schema import Field, Message
 
@@ -84,7 +84,7 @@ class Reader:
 
     def uvarint(self) -> int:
         try:
-            value, self.pos = codec.decode_uvarint(self.buf, self.pos)
+            value, self.pos = backend.decode_uvarint(self.buf, self.pos)
         except ValueError as exc:  # DecodeError: its message, without its own "at byte"
             raise _Fail(getattr(exc, "message", str(exc)), self.pos) from None
         return value
@@ -215,7 +215,7 @@ def _read_tagged(r: Reader, tagged: dict[int, tuple[str, Callable[[Reader], Any]
 
 def _put_length(w: bytearray, n: int, compact: bool, width: struct.Struct) -> None:
     if compact:
-        w += codec.encode_uvarint(n + 1)
+        w += backend.encode_uvarint(n + 1)
     else:
         w += width.pack(n)
 
@@ -399,10 +399,10 @@ class _StructCodec:
                             f"{self.tag_readers[tag][0]!r}")
             items.append((tag, bytes(raw)))
         items.sort(key=lambda t: t[0])
-        w += codec.encode_uvarint(len(items))
+        w += backend.encode_uvarint(len(items))
         for tag, raw in items:
-            w += codec.encode_uvarint(tag)
-            w += codec.encode_uvarint(len(raw))
+            w += backend.encode_uvarint(tag)
+            w += backend.encode_uvarint(len(raw))
             w += raw
 
 

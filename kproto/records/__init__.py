@@ -35,11 +35,11 @@ from ..fetched import FetchedPartition, FetchSlice
 from ..protocol import slicer
 
 
-def _codec() -> Any:
+def _backend() -> Any:
     # Imported on first use: kproto._codec itself imports this package's modules.
-    from .._impl import codec
+    from .._backend import backend
 
-    return codec
+    return backend
 
 
 __all__ = [
@@ -74,7 +74,7 @@ def decode(
 
     The result's ``next_offset`` is the offset to fetch next.
     """
-    cols: RecordColumns = _codec().decode_records(
+    cols: RecordColumns = _backend().decode_records(
         buf, start_offset=start_offset, check_crc=check_crc,
         aborted_transactions=None if aborted_transactions is None else list(aborted_transactions),
         max_decompressed=max_decompressed, binary_view=binary_view)
@@ -93,11 +93,11 @@ concat = RecordColumns.concat
 def slice_fetch(body: Any, version: int) -> FetchSlice:
     """Walk a Fetch response body (no header) once: per-partition metadata and a
     zero-copy view of each partition's record set, without touching the records."""
-    from .._impl import IS_PURE
+    from .._backend import IS_PURE
 
     if IS_PURE:     # the pure twin is the protocol engine run over Fetch's schema
         return slicer.slice_fetch(body, version)
-    result: FetchSlice = _codec().slice_fetch(body, version)
+    result: FetchSlice = _backend().slice_fetch(body, version)
     return result
 
 
@@ -160,7 +160,7 @@ def encode(
     """
     n, key, value, timestamp, headers = _columns_from(data, key, value, timestamp, headers)
     codec_id = _compression_id(compression)
-    return bytes(_codec().encode_batch_v2(
+    return bytes(_backend().encode_batch_v2(
         n, _binary_input(key, n, "key"), _binary_input(value, n, "value"),
         _timestamps(timestamp, n), _header_input(headers, n), base_offset=base_offset,
         codec=codec_id, producer_id=producer_id, producer_epoch=producer_epoch,

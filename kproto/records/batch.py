@@ -66,9 +66,9 @@ def stamp_batch(payload: bytes | bytearray, producer_id: int, producer_epoch: in
     >>> int.from_bytes(stamped[BASE_SEQUENCE:BASE_SEQUENCE + 4], "big")
     42
     """
-    from .._impl import codec  # on first use: the codec imports this package
+    from .._backend import backend  # on first use: the backend imports this package
 
     buf = bytearray(payload)
     _PRODUCER_FIELDS.pack_into(buf, PRODUCER_ID, producer_id, producer_epoch, base_sequence)
-    _CRC_FIELD.pack_into(buf, CRC, codec.crc32c(memoryview(buf)[ATTRIBUTES:]))
+    _CRC_FIELD.pack_into(buf, CRC, backend.crc32c(memoryview(buf)[ATTRIBUTES:]))
     return buf

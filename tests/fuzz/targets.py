@@ -174,11 +174,11 @@ def make_fetch(impl: str) -> Callable[[bytes], None]:
     from kproto.protocol import slicer as pure
 
     def pure_slice(body: bytes, version: int) -> Any:
-        engine.codec = _pure  # the pure twin all the way down (its varints too)
+        engine.backend = _pure  # the pure twin all the way down (its varints too)
         try:
             return pure.slice_fetch(body, version)
         finally:
-            engine.codec = _codec
+            engine.backend = _codec
 
     twins = _order(impl, _codec.slice_fetch, pure_slice)
 
@@ -229,10 +229,10 @@ def make_protocol(impl: str) -> Callable[[bytes], None]:
         outcomes = []
         try:
             for _, mod in mods:
-                engine.codec = mod
+                engine.backend = mod
                 outcomes.append(_outcome(decode, case, body))
         finally:
-            engine.codec = _codec
+            engine.backend = _codec
         _agree(outcomes[0], outcomes[1], (mods[0][0], mods[1][0]), lambda x, y: x == y)
 
     return one_input
