@@ -382,7 +382,9 @@ def test_iter_ranges_steps_stay_bounded_after_a_gap(broker, unique_topic, monkey
             for i in range(first, last):
                 producer.send(unique_topic, b"%06d" % i + b"x" * 100, partition=0)
             producer.flush(30)
-    slice_fetch = reader.records.slice_fetch
+    from kproto import fetcher              # (every read slices its answers through it)
+
+    slice_fetch = fetcher.records.slice_fetch
 
     def gone_below_log_start(body, version):
         sliced = slice_fetch(body, version)
@@ -393,7 +395,7 @@ def test_iter_ranges_steps_stay_bounded_after_a_gap(broker, unique_topic, monkey
                  for p in sliced.partitions]
         return sliced._replace(partitions=parts)
 
-    monkeypatch.setattr(reader.records, "slice_fetch", gone_below_log_start)
+    monkeypatch.setattr(fetcher.records, "slice_fetch", gone_below_log_start)
     config = resolve("consumer", bootstrap_servers=broker.bootstrap,
                      max_partition_fetch_bytes=32 << 10)
     step_bytes = 128 << 10
