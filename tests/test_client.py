@@ -382,7 +382,7 @@ def test_iter_ranges_steps_stay_bounded_after_a_gap(broker, unique_topic, monkey
             for i in range(first, last):
                 producer.send(unique_topic, b"%06d" % i + b"x" * 100, partition=0)
             producer.flush(30)
-    from kproto import fetcher              # (every read slices its answers through it)
+    from kproto import fetcher  # (every read slices its answers through it)
 
     slice_fetch = fetcher.records.slice_fetch
 
