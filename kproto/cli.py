@@ -155,8 +155,9 @@ def _check_offset_spec(spec: str) -> None:
 
 def _offsets_of(consumer: Any, topic: str, partitions: list[int], spec: str
                 ) -> dict[int, int]:
-    """``earliest``, ``latest``/``end``, an offset, or ``@<ms>`` / ``-<n>`` (last n)."""
-    _check_offset_spec(spec)
+    """``earliest``, ``latest``/``end``, an offset, or ``@<ms>`` / ``-<n>`` (last n):
+    a spec :func:`_check_offset_spec` accepted (user input is checked before any
+    broker is asked)."""
     tps = [(topic, p) for p in partitions]
     if spec == "earliest":
         return {tp.partition: o for tp, o in consumer.beginning_offsets(tps).items()}

@@ -53,8 +53,6 @@ __all__ = ["read_ranges", "read_ranges_result", "iter_ranges", "list_offsets", "
 
 log = logging.getLogger("kproto.reader")
 
-_TP = TopicPartition     # (the name the stepping reader uses)
-
 
 @dataclass
 class ReadResult:
@@ -75,7 +73,7 @@ class ReadResult:
 
 @dataclass
 class _Range:
-    tp: _TP
+    tp: TopicPartition
     position: int
     end: int
     in_flight: bool = False
@@ -229,7 +227,7 @@ class _Steps:
     def _steps(self, f: _Fetcher) -> Generator[ReadResult, None, None]:
         left = {r.tp: r for r in f.prepare(self.ranges)}
         # tp -> [offsets, Arrow bytes] read so far: the window of the next step
-        seen: dict[_TP, list[int]] = {}
+        seen: dict[TopicPartition, list[int]] = {}
         while left:
             # partitions with no records read yet are probed first: one answer each
             probe = [tp for tp in left if seen.get(tp, (0, 0))[1] == 0]
@@ -316,7 +314,7 @@ class _Fetcher:
 
     def prepare(self, ranges: Mapping[Any, tuple[int, int]]) -> list[_Range]:
         """The non-empty ranges, once their topics are known and their partitions exist."""
-        work = [_Range(_TP(str(tp[0]), int(tp[1])), int(a), int(b))
+        work = [_Range(TopicPartition(str(tp[0]), int(tp[1])), int(a), int(b))
                 for tp, (a, b) in ranges.items() if b > a]
         if work:
             meta = self.cluster.wait_for_topics({r.tp.topic for r in work},
@@ -402,7 +400,7 @@ class _Fetcher:
                 if lane in in_flight or not rs:
                     continue
                 chosen: list[_Range] = []
-                seen: set[_TP] = set()
+                seen: set[TopicPartition] = set()
                 for r in list(rs):
                     if r.tp not in seen:
                         chosen.append(r)

