@@ -16,7 +16,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from kproto import Admin, Consumer, Producer, TopicPartition
+from kproto import Consumer, Producer, TopicPartition
 from kproto.errors import UnknownTopicOrPartitionError
 
 pytestmark = pytest.mark.broker
@@ -24,16 +24,17 @@ pytestmark = pytest.mark.broker
 FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100}
 
 
-@pytest.fixture(params=["tansu", "noida"])
-def bootstrap(request) -> str:
-    """Both brokers that create topics on a Metadata request that allows it."""
-    return request.getfixturevalue(request.param).bootstrap
+@pytest.fixture
+def bootstrap(broker) -> str:
+    """Every broker of the matrix: each creates a topic on a Metadata request that
+    allows it, and none on one that does not (the mock included)."""
+    return broker.bootstrap
 
 
 def _exists(bootstrap: str, topic: str) -> bool:
     from kproto.net.cluster import Cluster
 
-    cluster = Cluster({"bootstrap_servers": [bootstrap]})
+    cluster = Cluster({"bootstrap_servers": bootstrap.split(",")})
     try:
         meta = cluster.refresh_metadata(all_topics=True)
     finally:
@@ -75,22 +76,21 @@ def test_spark_planning_of_an_unknown_topic_creates_nothing(bootstrap, unique_to
     assert not _exists(bootstrap, unique_topic)
 
 
-def test_the_consumer_creates_topics_only_if_allowed(tansu, unique_topic):
+def test_the_consumer_creates_topics_only_if_allowed(bootstrap, unique_topic):
     """Java's default (allow.auto.create.topics=true) and the setting that turns it off."""
     off, on = unique_topic + "-off", unique_topic + "-on"
-    with Consumer(bootstrap_servers=tansu.bootstrap, allow_auto_create_topics=False) as c:
+    with Consumer(bootstrap_servers=bootstrap, allow_auto_create_topics=False) as c:
         c.assign([(off, 0)])
         c.poll(300)
-    assert not _exists(tansu.bootstrap, off)
-    with Consumer(bootstrap_servers=tansu.bootstrap) as c:
+    assert not _exists(bootstrap, off)
+    with Consumer(bootstrap_servers=bootstrap) as c:
         c.assign([(on, 0)])
         c.poll(300)
-    assert _exists(tansu.bootstrap, on)
+    assert _exists(bootstrap, on)
 
 
-def test_read_range_bounds_as_spark_takes_them(bootstrap, unique_topic):
-    with Admin(bootstrap_servers=bootstrap) as admin:
-        admin.create_topics({unique_topic: 2})
+def test_read_range_bounds_as_spark_takes_them(broker, bootstrap, unique_topic):
+    broker.create_topic(unique_topic, 2)
     with Producer(bootstrap_servers=bootstrap) as producer:
         for p in (0, 1):
             producer.send_batch(unique_topic, pa.table({"value": [b"%d" % i for i in range(5)]}),
