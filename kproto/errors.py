@@ -93,6 +93,37 @@ class EncodeError(KprotoError, ValueError):
     """Values that cannot be encoded at the requested version."""
 
 
+class FormatError(DecodeError):
+    """A value (Avro, JSON, Protobuf payload or its Confluent framing) that cannot be
+    decoded: ``row`` is its index in the column (None when not about one row),
+    ``reason`` says what is wrong and ``format`` names the format::
+
+        FormatError(row=17, reason="truncated datum: string length 40, 3 bytes left",
+                    format="avro")
+        # avro value at row 17: truncated datum: string length 40, 3 bytes left
+    """
+
+    def __init__(self, message: str = "", *, row: int | None = None, reason: str = "",
+                 format: str = "", offset: int | None = None) -> None:
+        if not message:
+            where = f"{format} value" if format else "value"
+            if row is not None:
+                where += f" at row {row}"
+            message = f"{where}: {reason}" if reason else where
+        super().__init__(message, offset=offset)
+        #: Index of the bad value in the column, when the error is about one row.
+        self.row = row
+        #: What is wrong with it.
+        self.reason = reason or message
+        #: The format being decoded ("avro", "json", "protobuf").
+        self.format = format
+
+
+class SchemaError(KprotoError, ValueError):
+    """A schema (Avro, JSON Schema, Protobuf) that is invalid, or a writer/reader pair
+    that cannot be resolved (Avro schema resolution)."""
+
+
 class KafkaConnectionError(KprotoError, ConnectionError):
     """A broker connection failed or closed; retry after refreshing metadata."""
 
@@ -1631,6 +1662,7 @@ __all__ = [
     "FencedStateEpochError",
     "FetchSessionIdNotFoundError",
     "FetchSessionTopicIdError",
+    "FormatError",
     "GroupAuthorizationFailedError",
     "GroupDeletionFailedError",
     "GroupIdNotFoundError",
@@ -1708,6 +1740,7 @@ __all__ = [
     "RequestTimedOutError",
     "ResourceNotFoundError",
     "SaslAuthenticationFailedError",
+    "SchemaError",
     "SecurityDisabledError",
     "ShareSessionLimitReachedError",
     "ShareSessionNotFoundError",
