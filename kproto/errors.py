@@ -124,6 +124,52 @@ class SchemaError(KprotoError, ValueError):
     that cannot be resolved (Avro schema resolution)."""
 
 
+class SchemaRegistryError(KprotoError):
+    """A Schema Registry request that failed: the registry's answer (HTTP ``status``,
+    its ``error_code`` and message, e.g. 40403 "Schema not found") or no answer at
+    all (``status`` None). The message names the ``url`` and, where the request
+    was about them, the ``subject``, ``version`` and schema id (``schema_id``).
+    Retriable when the registry was unreachable, overloaded (429) or failing (5xx)."""
+
+    def __init__(self, message: str = "", *, url: str | None = None,
+                 subject: str | None = None, schema_id: int | None = None,
+                 version: int | str | None = None, status: int | None = None,
+                 error_code: int | None = None) -> None:
+        context = [f"{k}={v}" for k, v in (("url", url), ("subject", subject),
+                                           ("id", schema_id), ("version", version))
+                   if v is not None]
+        text = f"{message} [{', '.join(context)}]" if context else message
+        super().__init__(text)
+        #: The request's URL.
+        self.url = url
+        #: The subject the request was about, if any.
+        self.subject = subject
+        #: The schema id the request was about, if any.
+        self.schema_id = schema_id
+        #: The subject version the request was about, if any.
+        self.version = version
+        #: The HTTP status of the answer (None: no answer).
+        self.status = status
+        #: The registry's ``error_code`` (40401 subject, 40402 version, 40403 schema
+        #: not found, 409 incompatible, 42201 invalid schema...), when it sent one.
+        self.error_code = error_code
+        self._message = message
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        return self.status is None or self.status == 429 or self.status >= 500
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_registry_error, (type(self), self._message, {
+            "url": self.url, "subject": self.subject, "schema_id": self.schema_id,
+            "version": self.version, "status": self.status, "error_code": self.error_code}))
+
+
+def _rebuild_registry_error(cls: type[SchemaRegistryError], message: str,
+                            context: dict[str, Any]) -> SchemaRegistryError:
+    return cls(message, **context)
+
+
 class KafkaConnectionError(KprotoError, ConnectionError):
     """A broker connection failed or closed; retry after refreshing metadata."""
 
@@ -1741,6 +1787,7 @@ __all__ = [
     "ResourceNotFoundError",
     "SaslAuthenticationFailedError",
     "SchemaError",
+    "SchemaRegistryError",
     "SecurityDisabledError",
     "ShareSessionLimitReachedError",
     "ShareSessionNotFoundError",
