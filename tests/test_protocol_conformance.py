@@ -27,7 +27,7 @@ from .schema_strategies import instance, on_wire, with_defaults
 _KP_MODULES = [
     "kafka.protocol.producer", "kafka.protocol.consumer", "kafka.protocol.metadata",
     "kafka.protocol.admin", "kafka.protocol.sasl", "kafka.protocol.consumer.metadata",
-    "kafka.protocol.producer.transaction",
+    "kafka.protocol.producer.transaction", "kafka.protocol.admin.transactions",
 ]
 
 
