@@ -17,6 +17,8 @@ from kproto.fetched import FetchSlice
 
 #: True when CRC-32C runs on the SSE4.2 instruction.
 HAVE_SSE42: bool
+#: True when CRC-32C runs on the ARMv8 CRC32 instructions (aarch64).
+HAVE_ARM_CRC32: bool
 
 def crc32c(data: Buffer, crc: SupportsIndex = 0) -> int: ...
 def crc32c_software(data: Buffer, crc: SupportsIndex = 0) -> int: ...

@@ -55,6 +55,7 @@ from kproto.errors import (
 cdef extern from "_crc.h":
     void kp_crc_init() nogil
     int kp_have_sse42
+    int kp_have_armcrc
     uint32_t crc32c_update(uint32_t crc, const unsigned char *p, size_t n) nogil
     uint32_t crc32c_update_sw(uint32_t crc, const unsigned char *p, size_t n) nogil
     uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n) nogil
@@ -63,6 +64,8 @@ kp_crc_init()
 
 #: True when CRC-32C runs on the SSE4.2 instruction.
 HAVE_SSE42 = bool(kp_have_sse42)
+#: True when CRC-32C runs on the ARMv8 CRC32 instructions (aarch64).
+HAVE_ARM_CRC32 = bool(kp_have_armcrc)
 
 cdef enum:
     # Below this, releasing and re-taking the GIL costs more than the CRC (the crc32c

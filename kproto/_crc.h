@@ -15,6 +15,11 @@
  *     joined with "append N zero bytes" tables (the CRC register update is linear over
  *     GF(2): crc(r, A||B) = zeros_B(crc(r, A)) ^ crc(0, B)). The CPU is checked once at
  *     run time (__builtin_cpu_supports), so one binary runs on every x86.
+ *   - On 64-bit ARM (ARMv8.0 has CRC32C as an optional extension; every ARMv8.1+ core,
+ *     Graviton, Ampere and Apple included, has it), the crc32cx instruction plays the same
+ *     role, in the same three-chain loop. Its use is checked once at run time through the
+ *     kernel's hwcaps (getauxval(AT_HWCAP) & HWCAP_CRC32), unless the compiler was told the
+ *     target has it (-march=armv8-a+crc and newer: __ARM_FEATURE_CRC32).
  *   - Everywhere else, and for CRC-32 (which has no instruction), slicing-by-8 tables. A
  *     table chain is bound by load latency in the same way, so it is run as three chains too.
  *   - Words are assembled from bytes (little-endian order, which is the reflected CRC's
@@ -30,7 +35,27 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define KP_X86_CRC 1
+#define KP_HW_CRC 1
+#define KP_HW_TARGET __attribute__((target("sse4.2")))
 #include <nmmintrin.h> /* the intrinsics are usable in target("sse4.2") functions only */
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__)) &&                    \
+    defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define KP_ARM_CRC 1
+#define KP_HW_CRC 1
+#if defined(__ARM_FEATURE_CRC32)
+#define KP_HW_TARGET /* the whole build targets CPUs with the CRC32 extension */
+#elif defined(__clang__)
+#define KP_HW_TARGET __attribute__((target("crc")))
+#else
+#define KP_HW_TARGET __attribute__((target("+crc")))
+#endif
+#include <arm_acle.h> /* __crc32cd/__crc32cb; usable in target("+crc") functions */
+#if defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_CRC32
+#define HWCAP_CRC32 (1 << 7) /* linux/arch/arm64/include/uapi/asm/hwcap.h */
+#endif
+#endif
 #endif
 
 #define KP_CRC32C_POLY 0x82f63b78u
@@ -45,7 +70,9 @@ typedef struct {
 } kp_crc_tables;
 
 static kp_crc_tables kp_crc32c_t, kp_crc32_t;
-static int kp_have_sse42 = 0;
+static int kp_have_sse42 = 0;   /* x86: CRC-32C runs on the SSE4.2 crc32 instruction */
+static int kp_have_armcrc = 0;  /* aarch64: ... on the ARMv8 crc32c instructions */
+static int kp_have_hwcrc = 0;   /* either */
 
 /* ---------------------------------------------------------------- tables */
 
@@ -136,12 +163,12 @@ static uint32_t kp_crc_sw(const kp_crc_tables *t, uint32_t crc, const unsigned c
     return ~c0;
 }
 
-/* ---------------------------------------------------------------- SSE4.2 */
+/* ---------------------------------------------------------------- SSE4.2 and ARMv8 CRC32 */
 
+#ifdef KP_HW_CRC
 #ifdef KP_X86_CRC
 /* 8 bytes through the crc32 instruction (x86 is little-endian: memcpy is the wire order). */
-__attribute__((target("sse4.2"))) static inline uint32_t kp_hw8(uint32_t crc,
-                                                               const unsigned char *p) {
+KP_HW_TARGET static inline uint32_t kp_hw8(uint32_t crc, const unsigned char *p) {
 #if defined(__x86_64__)
     uint64_t w;
     memcpy(&w, p, 8);
@@ -153,6 +180,21 @@ __attribute__((target("sse4.2"))) static inline uint32_t kp_hw8(uint32_t crc,
     return _mm_crc32_u32(_mm_crc32_u32(crc, a), b);
 #endif
 }
+
+KP_HW_TARGET static inline uint32_t kp_hw1(uint32_t crc, unsigned char b) {
+    return _mm_crc32_u8(crc, b);
+}
+#else /* KP_ARM_CRC: little-endian only (see the #if above), so memcpy is the wire order */
+KP_HW_TARGET static inline uint32_t kp_hw8(uint32_t crc, const unsigned char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return __crc32cd(crc, w);
+}
+
+KP_HW_TARGET static inline uint32_t kp_hw1(uint32_t crc, unsigned char b) {
+    return __crc32cb(crc, b);
+}
+#endif
 
 #define KP_HW_3WAY(n, z)                                                                     \
     while (len >= 3 * (size_t)(n)) {                                                         \
@@ -167,17 +209,15 @@ __attribute__((target("sse4.2"))) static inline uint32_t kp_hw8(uint32_t crc,
         len -= 3 * (size_t)(n);                                                              \
     }
 
-__attribute__((target("sse4.2"))) static uint32_t kp_crc32c_hw(uint32_t crc,
-                                                             const unsigned char *p,
-                                                             size_t len) {
+KP_HW_TARGET static uint32_t kp_crc32c_hw(uint32_t crc, const unsigned char *p, size_t len) {
     const kp_crc_tables *t = &kp_crc32c_t;
     uint32_t c0 = ~crc;
     /* 8-byte aligned loads never straddle a cache line */
-    for (; len && ((uintptr_t)p & 7); len--) c0 = _mm_crc32_u8(c0, *p++);
+    for (; len && ((uintptr_t)p & 7); len--) c0 = kp_hw1(c0, *p++);
     KP_HW_3WAY(KP_LONG, t->zlong)
     KP_HW_3WAY(KP_SHORT, t->zshort)
     for (; len >= 8; p += 8, len -= 8) c0 = kp_hw8(c0, p);
-    while (len--) c0 = _mm_crc32_u8(c0, *p++);
+    while (len--) c0 = kp_hw1(c0, *p++);
     return ~c0;
 }
 #endif
@@ -188,20 +228,25 @@ __attribute__((target("sse4.2"))) static uint32_t kp_crc32c_hw(uint32_t crc,
 static void kp_crc_init(void) {
     kp_fill_tables(&kp_crc32c_t, KP_CRC32C_POLY);
     kp_fill_tables(&kp_crc32_t, KP_CRC32_POLY);
-#ifdef KP_X86_CRC
+#if defined(KP_X86_CRC)
     __builtin_cpu_init();
     kp_have_sse42 = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+#elif defined(KP_ARM_CRC) && defined(__ARM_FEATURE_CRC32)
+    kp_have_armcrc = 1;
+#elif defined(KP_ARM_CRC) && defined(__linux__)
+    kp_have_armcrc = (getauxval(AT_HWCAP) & HWCAP_CRC32) ? 1 : 0;
 #endif
+    kp_have_hwcrc = kp_have_sse42 | kp_have_armcrc;
 }
 
 static inline uint32_t crc32c_update(uint32_t crc, const unsigned char *p, size_t len) {
-#ifdef KP_X86_CRC
-    if (kp_have_sse42) return kp_crc32c_hw(crc, p, len);
+#ifdef KP_HW_CRC
+    if (kp_have_hwcrc) return kp_crc32c_hw(crc, p, len);
 #endif
     return kp_crc_sw(&kp_crc32c_t, crc, p, len);
 }
 
-/* The table path even when the CPU has SSE4.2: what other CPUs run, for the tests. */
+/* The table path even when the CPU has the instruction: what other CPUs run, for the tests. */
 static inline uint32_t crc32c_update_sw(uint32_t crc, const unsigned char *p, size_t len) {
     return kp_crc_sw(&kp_crc32c_t, crc, p, len);
 }

@@ -408,7 +408,23 @@ def test_sse42_is_used_when_the_cpu_has_it(ext: ModuleType) -> None:
     with open("/proc/cpuinfo") as f:
         has_sse42 = " sse4_2" in f.read()
     assert ext.HAVE_SSE42 is has_sse42
+    assert ext.HAVE_ARM_CRC32 is False
     assert kproto._pure.HAVE_SSE42 is False
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("aarch64", "arm64")
+                    or not sys.platform.startswith("linux"), reason="aarch64 Linux only")
+def test_arm_crc32_is_used_when_the_cpu_has_it(ext: ModuleType) -> None:
+    # the kernel's word (as the extension asks it), read here through libc's getauxval;
+    # under qemu-user /proc/cpuinfo is the host's, the auxiliary vector is the guest CPU's
+    import ctypes
+
+    getauxval = ctypes.CDLL(None).getauxval
+    getauxval.restype, getauxval.argtypes = ctypes.c_ulong, [ctypes.c_ulong]
+    has_crc32 = bool(getauxval(16) & (1 << 7))      # AT_HWCAP, HWCAP_CRC32
+    assert ext.HAVE_ARM_CRC32 is has_crc32
+    assert ext.HAVE_SSE42 is False
+    assert kproto._pure.HAVE_ARM_CRC32 is False
 
 
 # --------------------------------------------------------------------------- selection

@@ -23,8 +23,9 @@ from .varint import (
     zigzag_encode,
 )
 
-#: The extension's flag; the pure twin never uses the CRC instruction.
+#: The extension's flags; the pure twin never uses a CRC instruction.
 HAVE_SSE42 = False
+HAVE_ARM_CRC32 = False
 
 
 __all__ = [
@@ -32,5 +33,5 @@ __all__ = [
     "encode_uvarint", "encode_varint", "encode_varlong", "size_of_uvarint", "size_of_varint",
     "size_of_varlong", "zigzag_decode", "zigzag_encode", "decode_records", "encode_batch_v2",
     "murmur2", "murmur2_partitions",
-    "HAVE_SSE42",
+    "HAVE_SSE42", "HAVE_ARM_CRC32",
 ]
