@@ -55,6 +55,7 @@ from .net.blocking import BrokerConnection
 from .net.cluster import Cluster
 from .net.connection import Request, Response
 from .protocol import ApiKey
+from .reader import iter_ranges, read_ranges
 from .structs import (
     EARLIEST,
     LATEST,
@@ -320,8 +321,6 @@ class Consumer:
         """
         import pyarrow as pa
 
-        from .reader import read_ranges
-
         batches = read_ranges(self._cluster, self.config, self._ranges(topic, ranges),
                               timeout=(timeout_ms / 1000) if timeout_ms is not None else None,
                               headers=headers)
@@ -340,8 +339,6 @@ class Consumer:
         by a thread, on cluster connections of its own, so the consumer stays
         usable meanwhile.
         """
-        from .reader import iter_ranges
-
         steps = iter_ranges(self.config, self._ranges(topic, ranges),
             step_bytes=step_bytes, headers=headers,
             timeout=(timeout_ms / 1000) if timeout_ms is not None else None)
