@@ -62,7 +62,18 @@ extensions = [
         extra_link_args=link_args,
         py_limited_api=LIMITED_API,
         depends=["kproto/_crc.h", *sorted(str(p) for p in Path("kproto").glob("*.pxi"))],
-    )
+    ),
+    # the Avro decoder loop (kproto/formats/avro.py runs it)
+    Extension(
+        "kproto._avro",
+        ["kproto/_avro.pyx"],
+        include_dirs=["kproto", numpy.get_include()],
+        define_macros=macros,
+        extra_compile_args=compile_args,
+        extra_link_args=link_args,
+        py_limited_api=LIMITED_API,
+        depends=["kproto/_avro_out.pxi"],
+    ),
 ]
 
 setup(
