@@ -1,25 +1,35 @@
-"""The wheel and the packed environment of ``wheels/`` work where no compiler is.
+"""The wheels and the packed environment of ``wheels/`` work where no compiler is.
 
-(a) ``wheels/build.py`` builds a manylinux wheel; a fresh venv installs it with
-``pip install --only-binary=:all:`` while no compiler can run (``CC=/bin/false``,
-a ``PATH`` without gcc), and the installed compiled codec decodes and encodes
-record batches.
+(a) ``wheels/build.py --all`` builds the release set: CPython 3.10-3.13, each for
+x86_64 and aarch64 (cross-compiled). Each wheel's tags are checked (cpXY-cpXY,
+manylinux_2_17 of its platform, the .so of every extension the source declares,
+an ELF of that machine). Each wheel is installed into a fresh venv of its Python
+with ``pip install --only-binary=:all:`` while no compiler can run (``CC=/bin/false``,
+a ``PATH`` without gcc), and that venv runs the codec test files (decode, encode,
+slicing, compression, primitives: CODEC_TESTS, copied out of the checkout) and a
+decode and encode with every codec. x86_64 wheels run natively; aarch64 wheels run
+under qemu-user on Debian's arm64 CPython (wheels/qemu.py: 3.11 and 3.13; Debian
+has no aarch64 3.10 or 3.12, so those two are checked for tags and symbols only,
+the skip says so), where the CRC-32C must run on the ARMv8 instruction.
 
-(b) ``wheels/pack.py`` packs that wheel with its dependencies; ``spark-submit
---master local-cluster[1,2,2048] --archives <env>#env --conf
+(b) ``wheels/pack.py`` packs this Python's x86_64 wheel with its dependencies;
+``spark-submit --master local-cluster[1,2,2048] --archives <env>#env --conf
 spark.pyspark.python=./env/bin/python`` runs a job reading a Tansu topic
 through ``format("kproto")``, with nothing from this checkout's ``.venv`` on
 any Python path: the executor imports kproto from the shipped archive, the
 driver from the same archive unpacked in the job's directory (client mode:
 Python data sources are planned by ``spark.pyspark.python`` on the driver).
 
-Takes a few minutes (build ~40 s, pack ~40 s, the Spark job ~40 s), so it runs
-only with ``KPROTO_TEST_WHEELS=1``.
+Takes ~20 minutes on 2 cores (8 builds ~4 min, each x86_64 install + tests
+~30 s, each aarch64 one ~3 min under qemu, the Spark job ~1 min), so it runs
+only with ``KPROTO_TEST_WHEELS=1``. ``KPROTO_TEST_WHEELS_DIR=DIR`` tests the
+wheels already in DIR (all 8 expected) instead of building them.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import re
 import shutil
@@ -28,14 +38,38 @@ import sys
 import tarfile
 import textwrap
 import time
-import venv
 import zipfile
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 WHEELS = ROOT / "wheels"
+
+
+def _load(name: str) -> ModuleType:
+    """wheels/<name>.py as a module (by path: PyPI's ``build`` may be importable too)."""
+    spec = importlib.util.spec_from_file_location(f"kproto_wheels_{name}", WHEELS / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+wheel_build = _load("build")
+qemu = _load("qemu")
+
+SET = [(v, p) for p in wheel_build.PLATFORMS for v in wheel_build.VERSIONS]
+#: the codec test files run against each installed wheel, with the helpers they import
+CODEC_TESTS = ["test_records_decode.py", "test_records_encode.py", "test_fetch_slicing.py",
+               "test_compression.py", "test_codec_primitives.py"]
+CODEC_HELPERS = ["__init__.py", "conftest.py", "record_sets.py", "schema_strategies.py"]
+#: what those files import besides kproto and its dependencies (pyproject's test extra)
+TEST_REQUIREMENTS = ["pytest>=8", "hypothesis>=6.100", "crc32c>=2.4", "kafka-python>=3.0.12",
+                     "python-snappy>=0.7", "xxhash>=3", "aiokafka>=0.11"]
+ELF_MACHINES = {"x86_64": 62, "aarch64": 183}   # e_machine
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("KPROTO_TEST_WHEELS") != "1",
@@ -43,12 +77,14 @@ pytestmark = pytest.mark.skipif(
            "set KPROTO_TEST_WHEELS=1 to run")
 
 SMOKE = textwrap.dedent("""
-    import sys
+    import platform, sys
     import pyarrow as pa
     import kproto, kproto._codec
     from kproto import records
 
     assert kproto._codec.__file__.endswith(".so"), kproto._codec.__file__
+    if platform.machine() == "aarch64":        # the ARMv8 CRC32C instructions, not the tables
+        assert kproto._codec.HAVE_ARM_CRC32 is True
     assert kproto.__file__.startswith(sys.prefix), (kproto.__file__, sys.prefix)
     n = 50_000
     table = pa.table({"key": [b"k%d" % i for i in range(n)],
@@ -110,29 +146,102 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _extensions() -> list[str]:
+    """Every extension module the source declares (one per kproto/*.pyx, as setup.py has)."""
+    return sorted(f"kproto.{p.stem}" for p in (ROOT / "kproto").glob("*.pyx"))
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    proc = _run([sys.executable, WHEELS / "build.py", "--wheel-dir", out], cwd=ROOT)
-    (path,) = out.glob("kproto-*.whl")
-    assert proc.stdout.strip().splitlines()[-1] == f"wheel={path}"
-    return path
+def wheel_set(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """(version, platform) -> wheel, for the whole release set."""
+    given = os.environ.get("KPROTO_TEST_WHEELS_DIR")
+    if given:
+        out = Path(given)
+    else:
+        out = tmp_path_factory.mktemp("dist")
+        proc = _run([sys.executable, WHEELS / "build.py", "--all", "--wheel-dir", out],
+                    cwd=ROOT, timeout=3600)
+        listed = [line[len("wheel="):] for line in proc.stdout.splitlines()
+                  if line.startswith("wheel=")]
+        assert sorted(listed) == sorted(str(p) for p in out.glob("kproto-*.whl"))
+    found = {}
+    for version, plat in SET:
+        tag = "cp" + version.replace(".", "")
+        matches = list(out.glob(f"kproto-*-{tag}-{tag}-*_{plat}.whl"))
+        assert len(matches) == 1, (version, plat, matches)
+        found[(version, plat)] = matches[0]
+    return found
 
 
-def test_wheel_is_manylinux_and_installs_without_a_compiler(wheel, tmp_path):
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    assert re.fullmatch(rf"kproto-[^-]+-{tag}-{tag}-(manylinux[^-]*_x86_64|manylinux\w+)"
-                        r"(\.manylinux\w+)*\.whl", wheel.name), wheel.name
+@pytest.fixture(scope="module")
+def wheel(wheel_set) -> Path:
+    """This Python's x86_64 wheel (the Spark job's)."""
+    return wheel_set[(f"{sys.version_info[0]}.{sys.version_info[1]}", "x86_64")]
+
+
+def _set_ids(params: tuple[str, str]) -> str:
+    return f"cp{params[0].replace('.', '')}-{params[1]}"
+
+
+@pytest.mark.parametrize("version_platform", SET, ids=_set_ids)
+def test_wheel_tags_and_contents(wheel_set, version_platform) -> None:
+    version, plat = version_platform
+    wheel = wheel_set[version_platform]
+    tag = "cp" + version.replace(".", "")
+    # auditwheel's oldest policy for glibc 2.17 symbols, under both spellings
+    assert re.fullmatch(rf"kproto-[^-]+-{tag}-{tag}-manylinux2014_{plat}"
+                        rf"\.manylinux_2_17_{plat}\.whl", wheel.name), wheel.name
+    triplet = wheel_build.TRIPLETS[plat]
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         (wheel_meta,) = [n for n in names if n.endswith(".dist-info/WHEEL")]
         tags = re.findall(r"^Tag: (\S+)$", z.read(wheel_meta).decode(), re.M)
-    assert tags and all(re.fullmatch(rf"{tag}-{tag}-manylinux\w+", t) for t in tags), tags
-    assert any(re.fullmatch(r"kproto/_codec\.cpython-.*\.so", n) for n in names)
+        assert sorted(tags) == [f"{tag}-{tag}-manylinux2014_{plat}",
+                                f"{tag}-{tag}-manylinux_2_17_{plat}"], tags
+        for module in _extensions():
+            so = module.replace(".", "/") + f".cpython-{tag[2:]}-{triplet}.so"
+            assert so in names, (so, names)
+            elf = z.read(so)
+            assert elf[:4] == b"\x7fELF" and elf[4] == 2 and elf[5] == 1      # 64-bit LE
+            assert int.from_bytes(elf[18:20], "little") == ELF_MACHINES[plat], so
+        assert not [n for n in names if n.endswith(".c")], "generated C shipped"
+        assert not [n for n in names if ".libs/" in n], "auditwheel grafted a library"
 
+
+def _copy_codec_tests(dest: Path) -> Path:
+    """CODEC_TESTS and their helpers as a ``tests`` package in ``dest`` (no kproto there)."""
+    pkg = dest / "tests"
+    pkg.mkdir(parents=True)
+    for name in CODEC_HELPERS + CODEC_TESTS:
+        shutil.copy2(ROOT / "tests" / name, pkg / name)
+    (dest / "pytest.ini").write_text(textwrap.dedent("""\
+        [pytest]
+        addopts = -ra --strict-markers -p no:cacheprovider
+        filterwarnings =
+            error
+            ignore::DeprecationWarning
+            ignore::PendingDeprecationWarning
+    """))
+    return dest
+
+
+@pytest.mark.parametrize("version_platform", SET, ids=_set_ids)
+def test_wheel_installs_without_a_compiler_and_passes_the_codec_tests(
+        wheel_set, version_platform, tmp_path) -> None:
+    version, plat = version_platform
+    wheel = wheel_set[version_platform]
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    py = env_dir / "bin" / "python"
+    if plat == wheel_build.native_platform():
+        python = wheel_build.find_python(version)
+        if python is None:
+            pytest.fail(f"no CPython {version} here to install {wheel.name} into")
+        _run([python, "-m", "venv", env_dir])
+        py = env_dir / "bin" / "python"
+    else:
+        if not qemu.available(version):
+            pytest.skip(f"no aarch64 CPython {version} to run it here (Debian packages "
+                        f"{' and '.join(qemu.SUITES)} for arm64): tags and symbols only")
+        py = qemu.make_venv(version, env_dir)
     no_tools = tmp_path / "bin"          # a PATH with no compiler (and nothing else)
     no_tools.mkdir()
     env = _clean_env(PATH=str(no_tools), CC="/bin/false", CXX="/bin/false",
@@ -140,10 +249,23 @@ def test_wheel_is_manylinux_and_installs_without_a_compiler(wheel, tmp_path):
     assert shutil.which("gcc", path=env["PATH"]) is None
     assert shutil.which("cc", path=env["PATH"]) is None
     try:
-        _run([py, "-m", "pip", "install", "-q", "--only-binary=:all:", wheel], env=env,
-             cwd=tmp_path)
-        smoke = _run([py, "-I", "-c", SMOKE], env=env, cwd=tmp_path)
+        _run([py, "-m", "pip", "install", "-q", "--only-binary=:all:", wheel,
+              *TEST_REQUIREMENTS], env=env, cwd=tmp_path, timeout=1800)
+        arch = _run([py, "-c", "import platform; print(platform.machine())"], env=env)
+        assert arch.stdout.strip() == plat
+        smoke = _run([py, "-I", "-c", SMOKE], env=env, cwd=tmp_path, timeout=1800)
         assert "smoke ok " + str(env_dir) in smoke.stdout
+        where = _copy_codec_tests(tmp_path / "codec")
+        tests = _run([py, "-m", "pytest", "-q", "tests"], env=env, cwd=where, timeout=3600)
+        summary = tests.stdout.strip().splitlines()[-1]
+        print(f"{wheel.name}: {summary}")
+        assert re.search(r"\d+ passed", summary) and "failed" not in summary, summary
+        if plat == "aarch64":
+            # the hardware CRC path ran (not skipped) and matched the crc32c package
+            crc = _run([py, "-m", "pytest", "-q", "-rA", "tests/test_codec_primitives.py",
+                        "-k", "crc or arm"], env=env, cwd=where, timeout=1800)
+            assert "PASSED tests/test_codec_primitives.py::test_arm_crc32_is_used_when_the_" \
+                   "cpu_has_it" in crc.stdout, crc.stdout[-3000:]
     finally:   # ~300 MB (NumPy, pyarrow)
         shutil.rmtree(env_dir, ignore_errors=True)
 

@@ -38,12 +38,14 @@ auditwheel repairs it like a native one, stripping with ``aarch64-linux-gnu-stri
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import venv
@@ -131,11 +133,21 @@ def source_files() -> list[str]:
                   if not SKIP_PARTS.intersection(Path(n).parts) and (ROOT / n).is_file())
 
 
-def copy_sources(dest: Path) -> None:
-    for name in source_files():
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, target)
+def copy_sources(dest: Path, ref: str | None = None) -> None:
+    """The project's files into ``dest``: the work tree's, or commit ``ref``'s (git archive)."""
+    if ref is None:
+        for name in source_files():
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target)
+        return
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref],
+                             check=True, capture_output=True).stdout
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        members = [m for m in tar.getmembers() if not SKIP_PARTS.intersection(Path(m.name).parts)]
+        kw = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tar.extractall(dest, members, **kw)
 
 
 # ---------------------------------------------------------------- cross-compiling
@@ -207,7 +219,8 @@ def cross_environment(python: str | Path, tools: Path, version: str, plat: str,
 # ---------------------------------------------------------------- one wheel
 
 
-def build_one(python: str | Path, plat: str, wheel_dir: Path, keep: bool = False) -> Path:
+def build_one(python: str | Path, plat: str, wheel_dir: Path, keep: bool = False,
+              ref: str | None = None) -> Path:
     """Build, repair and place one wheel of kproto for ``python`` on ``plat``; its path."""
     started = time.monotonic()
     version = interpreter_version(python)
@@ -218,7 +231,7 @@ def build_one(python: str | Path, plat: str, wheel_dir: Path, keep: bool = False
     work = Path(tempfile.mkdtemp(prefix="kproto-wheel-"))
     try:
         src, raw, fixed = work / "src", work / "raw", work / "repaired"
-        copy_sources(src)
+        copy_sources(src, ref)
         # no -rpath to the build interpreter's lib/ (its sysconfig LDSHARED has one)
         env = dict(os.environ, LDSHARED=f"{os.environ.get('CC', 'gcc')} -shared")
         if plat != native_platform():
@@ -261,6 +274,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--platforms", default=",".join(PLATFORMS))
     ap.add_argument("--wheel-dir", type=Path, default=DIST)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--ref")
     args = ap.parse_args(argv)
     if native_platform() != "x86_64" and (args.all or args.platform != native_platform()):
         sys.exit("cross-compiling is set up for an x86_64 build machine only")
@@ -278,7 +292,8 @@ def main(argv: list[str]) -> int:
         if not set(args.platforms.split(",")) <= set(PLATFORMS):
             sys.exit(f"--platforms: one of {', '.join(PLATFORMS)}")
     started = time.monotonic()
-    wheels = [build_one(python, plat, args.wheel_dir, args.keep) for python, plat in jobs]
+    wheels = [build_one(python, plat, args.wheel_dir, args.keep, args.ref)
+              for python, plat in jobs]
     if len(wheels) > 1:
         print(f"\n{len(wheels)} wheels in {time.monotonic() - started:.0f} s:")
         for w in wheels:
