@@ -159,6 +159,12 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
         ("delivery_timeout_ms", 120000, _int, "give up on a record this long after send()"),
         ("enable_idempotence", False, _bool,
          "producer id + sequence numbers: retries never write duplicates"),
+        ("transactional_id", None, _opt_str,
+         "makes the producer transactional (implies enable_idempotence); a second "
+         "producer with the same id fences this one"),
+        ("transaction_timeout_ms", 60000, _int,
+         "the broker aborts a transaction open longer (capped by the broker's "
+         "transaction.max.timeout.ms)"),
         ("partitioner", "murmur2", _choice("murmur2", "murmur2_random", "random"),
          "keyed records: Java's murmur2; null keys: sticky per batch"),
         ("buffer_memory", 32 * 1024 * 1024, _int, "bytes of unsent records before send() blocks"),

@@ -207,6 +207,27 @@ class CommitFailedError(KprotoError):
     poll rejoins the group (and reports them lost to the listener)."""
 
 
+class AbortableTransactionError(KprotoError):
+    """A transactional producer's transaction hit an error it cannot commit past
+    (a record batch that failed, a refused offset commit, a transaction the
+    broker aborted after its timeout...): call ``abort_transaction()`` and
+    begin a new one; nothing of this transaction becomes visible. ``error`` (also
+    ``__cause__``) is what happened (Java's abortable errors)."""
+
+    def __init__(self, message: str, error: BaseException | None = None) -> None:
+        super().__init__(message if error is None else f"{message}: {error}")
+        #: The error that made the transaction abortable.
+        self.error = error
+        self._message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._message, self.error))
+
+
+class TransactionAbortedError(KprotoError):
+    """The record was not written: its transaction was aborted before it was sent."""
+
+
 # --------------------------------------------------------------------------- broker errors
 
 _BY_CODE: dict[int, type[BrokerError]] = {}
@@ -1671,6 +1692,7 @@ class ErrorCode(enum.IntEnum):
 __all__ = [
     "BROKER_ERRORS",
     "MAX_KNOWN_CODE",
+    "AbortableTransactionError",
     "BrokerError",
     "BrokerIdNotRegisteredError",
     "BrokerNotAvailableError",
@@ -1806,6 +1828,7 @@ __all__ = [
     "TopicAuthorizationFailedError",
     "TopicDeletionDisabledError",
     "TransactionAbortableError",
+    "TransactionAbortedError",
     "TransactionCoordinatorFencedError",
     "TransactionalIdAuthorizationFailedError",
     "TransactionalIdNotFoundError",

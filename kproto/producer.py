@@ -49,6 +49,7 @@ from .config import resolve
 from .errors import (
     ConfigError,
     EncodeError,
+    IllegalStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
@@ -65,9 +66,12 @@ from .producer_accumulator import (
 )
 from .producer_sender import Sender
 from .producer_state import IdempotenceState
+from .producer_txn import TransactionManager
 from .records.batch import HEADER_SIZE as _BATCH_OVERHEAD
 from .records.batch import RECORD_OVERHEAD as _RECORD_OVERHEAD
 from .records.batch import stamp_batch as stamp_batch  # moved there; importable here too
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata
+from .transactions import PreparedTransaction
 
 __all__ = ["Producer", "RecordMetadata", "BatchMetadata", "RecordFuture", "BatchFuture"]
 
@@ -197,6 +201,8 @@ class Producer:
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = resolve("producer", config, **settings)
         c = self.config
+        if c["transactional_id"] is not None:
+            c["enable_idempotence"] = True      # implied (Java refuses it off)
         if c["enable_idempotence"]:
             if c["acks"] != -1:
                 raise ConfigError("enable_idempotence needs acks='all'")
@@ -206,8 +212,10 @@ class Producer:
         self._accumulator = RecordAccumulator(c)
         self._max_request_size = c["max_request_size"]
         self._parts_cache: tuple[Any, dict[str, list[int]]] = (None, {})
+        self._txn = None if c["transactional_id"] is None else \
+            TransactionManager(c, self._cluster, self._accumulator)
         self._sender = Sender(c, self._cluster, self._accumulator,
-                              IdempotenceState() if c["enable_idempotence"] else None)
+                              IdempotenceState() if c["enable_idempotence"] else None, self._txn)
         self._sender.start()
 
     # ------------------------------------------------------------------ public API
@@ -224,6 +232,8 @@ class Producer:
         ``timestamp``: ms since the epoch (default now). ``on_delivery(error,
         metadata)`` runs on the sender thread once the record is written or failed.
         """
+        if self._txn is not None:
+            self._txn.check_send()
         v = value if type(value) is bytes else _as_bytes(value, "value")
         k = key if type(key) is bytes else _as_bytes(key, "key")
         size = _RECORD_OVERHEAD + (len(v) if v else 0) + (len(k) if k else 0)
@@ -265,6 +275,8 @@ class Producer:
         """
         import pyarrow as pa
 
+        if self._txn is not None:
+            self._txn.check_send()
         if isinstance(data, Mapping):
             data = pa.table(dict(data))
         if isinstance(data, pa.RecordBatch):
@@ -357,7 +369,64 @@ class Producer:
                 self._sender.force_close()
                 self._sender.join(self._FORCE_CLOSE_WAIT)
             self._accumulator.abort_incomplete(KafkaConnectionError("the producer was closed"))
+            if self._txn is not None:
+                self._txn.fail_pending(KafkaConnectionError("the producer was closed"))
             self._sender.detach()
+
+    # ------------------------------------------------------------------ transactions
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id and epoch of ``transactional_id`` (InitProducerId):
+        once, before the first transaction. It fences every earlier producer with
+        the same id (their next call raises ProducerFencedError) and aborts the
+        transaction such a producer left open. ``timeout`` (s) defaults to
+        ``max_block_ms``; after a KafkaTimeoutError, call it again to go on waiting."""
+        self._transactional().init(timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: what is sent from now until commit_transaction() or
+        abort_transaction() becomes visible to read_committed readers all at once, or
+        never."""
+        self._transactional().begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, int | OffsetAndMetadata],
+                                    group_metadata: ConsumerGroupMetadata | str,
+                                    timeout: float | None = None) -> None:
+        """Commit ``offsets`` (``{(topic, partition): next offset}``, or
+        :class:`~kproto.structs.OffsetAndMetadata` values with a metadata string)
+        for a consumer group as part of the transaction: they take effect when it
+        commits. ``group_metadata``: the consumer's ``group_metadata()`` (the group
+        coordinator then refuses it from a member the group has moved on from), or
+        a plain group id."""
+        self._transactional().send_offsets(offsets, group_metadata, timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send what is queued, then commit the transaction (EndTxn). Raises
+        AbortableTransactionError when something in it failed (abort it then),
+        ProducerFencedError when another producer took the transactional id or the
+        broker aborted the transaction at ``transaction_timeout_ms``. After a
+        KafkaTimeoutError, call it again to go on waiting."""
+        self._transactional().commit(timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: queued records fail with TransactionAbortedError,
+        nothing of it becomes visible to read_committed readers."""
+        self._transactional().abort(timeout)
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction | None:
+        """Flush the transaction and stop before its end: another process commits or
+        aborts it with :func:`kproto.transactions.commit_transaction` (or this one
+        with commit_transaction()). Returns its transactional id, producer id and
+        epoch, or None if it holds nothing. Closing the producer leaves it open."""
+        txn = self._transactional()
+        txn.check_send()
+        self.flush(timeout)
+        return txn.prepare()
+
+    def _transactional(self) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalStateError("the producer has no transactional_id")
+        return self._txn
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partition indexes of ``topic`` (waiting for its metadata)."""

@@ -498,6 +498,22 @@ class RecordAccumulator:
             self.cond.notify_all()
         return True
 
+    def abort_undrained(self, error: BaseException, *, sequenced: bool = False) -> None:
+        """Fail the batches not sent: those collecting records and those queued, but
+        none in flight, nor (unless ``sequenced``) a retry that has its sequence
+        number (Java's abortUndrainedBatches): a transaction is being aborted."""
+        with self.cond:
+            out = list(self._open.values())
+            self._open.clear()
+            for tp, queue in self._ready.items():
+                if queue:
+                    keep = [b for b in queue if b.sequence >= 0 and not sequenced]
+                    out += [b for b in queue if not (b.sequence >= 0 and not sequenced)]
+                    self._ready[tp] = deque(keep)
+        for b in out:
+            if self.deallocate(b):
+                b.finish(-1, -1, error)
+
     def abort_incomplete(self, error: BaseException) -> None:
         """Fail every batch not done yet (safe from any thread: completion happens once)."""
         with self.cond:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .errors import (
@@ -35,6 +35,7 @@ from .net.blocking import BrokerConnection
 from .net.cluster import Cluster
 from .producer_accumulator import ProducerBatch, RecordAccumulator
 from .producer_state import IdempotenceState
+from .producer_txn import TransactionManager
 from .protocol import ApiKey
 from .records.batch import stamp_batch
 from .structs import topic_id_of
@@ -55,13 +56,21 @@ class Sender:
 
     def __init__(self, config: Mapping[str, Any], cluster: Cluster,
                  accumulator: RecordAccumulator,
-                 idempotence: IdempotenceState | None = None) -> None:
+                 idempotence: IdempotenceState | None = None,
+                 transactions: TransactionManager | None = None) -> None:
         self.config = config
         self._cluster = cluster
         self._acc = accumulator
         self._cond = accumulator.cond
         self._idem = idempotence
-        self._can_send = idempotence.can_send if idempotence is not None else None
+        self._can_send: Callable[[Any], bool] | None = \
+            idempotence.can_send if idempotence is not None else None
+        #: a transactional producer's: its requests run on this thread, and a batch
+        #: goes only to a partition in the transaction
+        self._txn = transactions
+        if transactions is not None and idempotence is not None:
+            allows, can_send = transactions.allows, idempotence.can_send
+            self._can_send = lambda b: allows(b) and can_send(b)
         #: connections with Produce requests in flight (each request's context is a
         #: _Sent); the connection's own in-flight queue is the one record of them
         self._conns: set[BrokerConnection] = set()
@@ -137,6 +146,8 @@ class Sender:
         finally:
             if self._selector is not None:
                 self._selector.close()
+            if self._txn is not None:
+                self._txn.close_links()
             with self._cond:
                 self._done = True
                 closed = self._acc.closed
@@ -146,7 +157,10 @@ class Sender:
     def _loop(self) -> None:
         acc = self._acc
         while True:
-            if self._idem is not None and self._idem.needs_producer_id \
+            if self._txn is not None:
+                assert self._idem is not None
+                self._txn.run(self._idem)
+            elif self._idem is not None and self._idem.needs_producer_id \
                     and time.monotonic() >= self._pid_retry_at:
                 self._init_producer_id()
             with self._cond:
@@ -159,7 +173,8 @@ class Sender:
                     self._forget_idle_topics()
                 if acc.closing and not acc.incomplete and not self._has_in_flight():
                     return
-                idle = not due and not self._has_in_flight() and not self._wanted_topics
+                idle = not due and not self._has_in_flight() and not self._wanted_topics \
+                    and (self._txn is None or not self._txn.busy())
                 if idle:
                     self._cond.wait(self._idle_wait())
                 wanted = set(self._wanted_topics)
@@ -195,7 +210,9 @@ class Sender:
         the next InitProducerId attempt); at most 1 s (expiry runs meanwhile)."""
         now = time.monotonic()
         wake = self._acc.next_ready_time(now)
-        if self._idem is not None and self._idem.needs_producer_id:
+        if self._txn is not None:
+            wake = min(wake, self._txn.next_wake(now))
+        elif self._idem is not None and self._idem.needs_producer_id:
             wake = min(wake, self._pid_retry_at)
         return max(0.0, wake - now)
 
@@ -265,7 +282,7 @@ class Sender:
             stamp = (b.producer_id, b.producer_epoch, b.sequence)
             if b.stamped != stamp:
                 assert b.payload is not None
-                b.payload = stamp_batch(b.payload, *stamp)
+                b.payload = stamp_batch(b.payload, *stamp, transactional=self._txn is not None)
                 b.stamped = stamp
 
     def _send_request(self, node: int, batches: list[ProducerBatch]) -> None:
@@ -276,7 +293,7 @@ class Sender:
             b.attempts += 1
         meta = self._cluster.metadata
         fields = {
-            "transactional_id": None, "acks": acks,
+            "transactional_id": self._txn.transactional_id if self._txn else None, "acks": acks,
             "timeout_ms": self.config["request_timeout_ms"],
             "topic_data": [{"name": t, "topic_id": topic_id_of(meta, t), "partition_data": parts}
                            for t, parts in topics.items()],
@@ -285,7 +302,8 @@ class Sender:
         try:
             conn = self._cluster.connection(node)
             conn.send(ApiKey.PRODUCE, fields, expect_response=acks != 0,
-                      context=_Sent(batches, time.monotonic()))
+                      context=_Sent(batches, time.monotonic()),
+                      version=self._txn.produce_version(conn) if self._txn else None)
         except KprotoError as exc:
             self._cluster.mark_stale()
             for b in batches:
@@ -434,6 +452,8 @@ class Sender:
     def _fail(self, b: ProducerBatch, exc: BaseException, *, refused: bool) -> None:
         if self._idem is not None and b.sequence >= 0:
             self._idem.failed(b, refused=refused)
+        if self._txn is not None and not b.done:
+            self._txn.batch_failed(exc)
         self._complete(b, -1, -1, exc)
 
     def _complete(self, b: ProducerBatch, base_offset: int, log_append_time: int,

@@ -107,6 +107,13 @@ class IdempotenceState:
         self._reset_required = False
         log.debug("producer id %d epoch %d", producer_id, epoch)
 
+    def reset_sequences(self) -> None:
+        """Forget every partition's sequences (none may be in flight): a transactional
+        producer's new epoch starts them all at 0 (Java's resetSequenceNumbers)."""
+        self._partitions.clear()
+        self._unresolved.clear()
+        self._to_rewrite.clear()
+
     def request_reset(self, tp: tuple[str, int]) -> None:
         """The partition has a gap in its sequences: get a new producer id/epoch and
         restart the partition's sequences at 0 (Java's requestEpochBumpForPartition)."""

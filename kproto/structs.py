@@ -2,6 +2,8 @@
 
 - :class:`TopicPartition`, :class:`OffsetAndTimestamp` (public, re-exported by
   :mod:`kproto` and :mod:`kproto.consumer`);
+- :class:`OffsetAndMetadata`, :class:`ConsumerGroupMetadata`: what a
+  transactional producer commits, and for which group member;
 - ``EARLIEST``/``LATEST``: ListOffsets' timestamps for the log start and end;
 - topic-id helpers: Fetch v13+ and other requests name topics by id;
 - :class:`SubscriptionState`: what a consumer reads (assignment, positions,
@@ -15,7 +17,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["TopicPartition", "OffsetAndTimestamp", "EARLIEST", "LATEST", "NO_TOPIC_ID",
+__all__ = ["TopicPartition", "OffsetAndTimestamp", "OffsetAndMetadata",
+           "ConsumerGroupMetadata", "EARLIEST", "LATEST", "NO_TOPIC_ID",
            "SubscriptionState", "as_tp", "topic_id_of", "topic_of"]
 
 #: ListOffsets timestamps: the log start offset and the log end (high watermark).
@@ -37,6 +40,27 @@ class OffsetAndTimestamp(NamedTuple):
 
     offset: int
     timestamp: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset (the next record to read) with its metadata string."""
+
+    offset: int
+    metadata: str | None = None
+    #: The leader epoch of the last record read (KIP-320), -1 if unknown.
+    leader_epoch: int = -1
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A group member as a transactional producer's offset commit names it
+    (``Consumer.group_metadata()``; Java's ``ConsumerGroupMetadata``): the group
+    coordinator refuses the commit from a member that is no longer in the group's
+    generation (KIP-447). ``ConsumerGroupMetadata("etl")`` names a group only."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 def as_tp(x: Any) -> TopicPartition:

@@ -89,6 +89,7 @@ class BrokerConnection:
         self.versions: dict[int, int] = {}
         self.broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version = -1
+        self.finalized_features: dict[str, int] = {}
         self._sock: socket.socket | None = None
         self._conn: Connection | None = None
         #: Requests sent with a ``context`` that a close left unanswered (see take_lost).
@@ -254,6 +255,10 @@ class BrokerConnection:
         self.api_versions_version = version
         self.broker_versions = protocol.broker_ranges(body)
         self.versions = protocol.negotiate(body)
+        #: Feature levels the cluster finalized (KIP-584; ApiVersions v3+), e.g.
+        #: ``{"transaction.version": 2}``: empty from older brokers.
+        self.finalized_features = {f["name"]: f["max_version_level"]
+                                   for f in body.get("finalized_features") or ()}
         assert self._conn is not None
         self._conn.versions = self.versions
         self._conn.broker_ranges = self.broker_versions

@@ -23,14 +23,15 @@ offset  size  field
 The encoder (``_codec.encode_records`` and its pure twin) writes the whole
 header; a producer stamps ``producer_id``, ``producer_epoch`` and
 ``base_sequence`` afterwards, when the batch gets its sequence (it may get new
-ones on a retry), and the CRC again.
+ones on a retry), a transactional producer the transactional bit of
+``attributes`` too, and the CRC again.
 """
 
 from __future__ import annotations
 
 import struct
 
-__all__ = ["HEADER_SIZE", "RECORD_OVERHEAD", "stamp_batch"]
+__all__ = ["HEADER_SIZE", "RECORD_OVERHEAD", "TRANSACTIONAL_BIT", "CONTROL_BIT", "stamp_batch"]
 
 BASE_OFFSET = 0
 BATCH_LENGTH = 8
@@ -52,14 +53,20 @@ HEADER_SIZE = 61
 #: timestamp and offset deltas, lengths: a few varints); the producer's estimate.
 RECORD_OVERHEAD = 12
 
+#: attributes bits: 0-2 codec, 3 timestamp type, 4 transactional, 5 control
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+
 _PRODUCER_FIELDS = struct.Struct(">qhi")     # producer_id, producer_epoch, base_sequence
 _CRC_FIELD = struct.Struct(">I")
+_ATTRIBUTES_FIELD = struct.Struct(">h")
 
 
 def stamp_batch(payload: bytes | bytearray, producer_id: int, producer_epoch: int,
-                base_sequence: int) -> bytearray:
+                base_sequence: int, transactional: bool = False) -> bytearray:
     """A copy of record batch ``payload`` with its producer id, epoch and base
-    sequence set, and its CRC computed again.
+    sequence set, the transactional bit of its attributes set as
+    ``transactional`` says, and its CRC computed again.
 
     >>> from kproto import records
     >>> stamped = stamp_batch(records.encode(value=[b"v"]), 7, 0, 42)
@@ -70,5 +77,9 @@ def stamp_batch(payload: bytes | bytearray, producer_id: int, producer_epoch: in
 
     buf = bytearray(payload)
     _PRODUCER_FIELDS.pack_into(buf, PRODUCER_ID, producer_id, producer_epoch, base_sequence)
+    (attributes,) = _ATTRIBUTES_FIELD.unpack_from(buf, ATTRIBUTES)
+    attributes = attributes | TRANSACTIONAL_BIT if transactional \
+        else attributes & ~TRANSACTIONAL_BIT
+    _ATTRIBUTES_FIELD.pack_into(buf, ATTRIBUTES, attributes)
     _CRC_FIELD.pack_into(buf, CRC, backend.crc32c(memoryview(buf)[ATTRIBUTES:]))
     return buf
