@@ -58,8 +58,10 @@ def _values(arr: pa.Array, node: Node) -> list[Any]:
             codes = arr.type.type_codes
             children = [_values(arr.field(i), _branch_node(node, arr.type.field(i).name, i))
                         for i in range(arr.type.num_fields)]
-            types = arr.type_codes.to_numpy(zero_copy_only=False)
-            offsets = arr.offsets.to_numpy(zero_copy_only=False)
+            # from the buffers: type_codes and offsets ignore a slice's offset
+            n, start = len(arr), arr.offset
+            types = np.frombuffer(arr.buffers()[1], np.int8)[start:start + n]
+            offsets = np.frombuffer(arr.buffers()[2], np.int32)[start:start + n]
             picks = {code: i for i, code in enumerate(codes)}
             out: list[Any] = []
             for t, off in zip(types.tolist(), offsets.tolist(), strict=True):

@@ -169,9 +169,9 @@ class Program:
             kind = K_NULL
         elif t == "boolean":
             kind = K_BOOL
-        elif t in ("bytes", "string"):
+        elif t in ("bytes", "string") and node.logical != "decimal":
             kind = K_BINARY
-        elif t in ("int", "long", "float", "double", "fixed", "enum"):
+        elif t in ("int", "long", "float", "double", "fixed", "enum", "bytes"):
             kind = K_FIXED
         else:
             kind = {"record": K_STRUCT, "array": K_LIST, "map": K_MAP, "union": K_UNION}[t]
