@@ -6,6 +6,12 @@
 # copy (_OwnedBuffer). A BinOut is one Arrow binary column: int32 end offsets (int64 once the
 # data passes 2 GiB) + data + a validity bitmap made at the first null, or, in binary_view
 # mode, 16-byte views into the source buffers.
+#
+# Blocks of POOL_MIN bytes or more are recycled: when NumPy lets go of one, it goes to a small
+# pool, and the next decode's buffers are taken from there. A steady consumer decodes fetch
+# after fetch of about the same size, and malloc serves blocks of tens of MB from fresh
+# mappings (unmapped again on free): every decode page-faulted all of its output, about half
+# of its time (perf, issue 17). From the pool it writes into pages that are already mapped.
 
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
@@ -17,6 +23,97 @@ from kproto.columns import (
     BinaryColumn as _BinaryColumn, BinaryViewColumn as _BinaryViewColumn,
 )
 
+# ---------------------------------------------------------------- recycled blocks
+
+cdef extern from *:
+    """
+    /* The pool's lock is only ever tried, never waited for: a thread that finds it taken
+       uses malloc and free instead, so the pool can neither block a decoder nor deadlock
+       (a fork while another thread holds it only leaves the child without a pool). */
+    static char kp_pool_busy = 0;
+    static inline int kp_pool_trylock(void) {
+        return !__atomic_test_and_set(&kp_pool_busy, __ATOMIC_ACQUIRE); }
+    static inline void kp_pool_unlock(void) { __atomic_clear(&kp_pool_busy, __ATOMIC_RELEASE); }
+    """
+    bint kp_pool_trylock() nogil
+    void kp_pool_unlock() nogil
+
+cdef enum:
+    POOL_SLOTS = 32
+    POOL_MIN = 256 * 1024       # smaller blocks come from malloc's free lists, already warm
+
+cdef char *pool_block[POOL_SLOTS]
+cdef Py_ssize_t pool_size[POOL_SLOTS]
+cdef Py_ssize_t pool_count = 0
+cdef Py_ssize_t pool_bytes = 0
+cdef Py_ssize_t pool_limit = 128 * 1024 * 1024
+
+
+cdef char *pool_take(Py_ssize_t want, Py_ssize_t least, Py_ssize_t *size) noexcept nogil:
+    """The smallest pooled block of at least ``want`` bytes, else the largest of at least
+    ``least``; NULL if none (or the pool is busy). Its size goes to ``size``."""
+    global pool_count, pool_bytes
+    cdef Py_ssize_t i, best = -1
+    cdef char *p
+    if want < POOL_MIN or not kp_pool_trylock():
+        return NULL
+    for i in range(pool_count):
+        if pool_size[i] >= want and (best < 0 or pool_size[i] < pool_size[best]):
+            best = i
+    if best < 0:
+        for i in range(pool_count):
+            if pool_size[i] >= least and (best < 0 or pool_size[i] > pool_size[best]):
+                best = i
+    p = NULL
+    if best >= 0:
+        p = pool_block[best]
+        size[0] = pool_size[best]
+        pool_bytes -= pool_size[best]
+        pool_count -= 1
+        pool_block[best] = pool_block[pool_count]
+        pool_size[best] = pool_size[pool_count]
+    kp_pool_unlock()
+    return p
+
+
+cdef void pool_give(char *p, Py_ssize_t size) noexcept nogil:
+    """Keep a block of ``size`` bytes (from malloc) for the next decode, or free it."""
+    global pool_count, pool_bytes
+    cdef bint kept = False
+    if p == NULL:
+        return
+    if size >= POOL_MIN and kp_pool_trylock():
+        if pool_count < POOL_SLOTS and pool_bytes + size <= pool_limit:
+            pool_block[pool_count] = p
+            pool_size[pool_count] = size
+            pool_count += 1
+            pool_bytes += size
+            kept = True
+        kp_pool_unlock()
+    if not kept:
+        free(p)
+
+
+def _buffer_pool(max_bytes=None):
+    """The recycling pool of decode output blocks: ``(limit, bytes held, blocks held)``
+    (``kproto.records.buffer_pool`` is the public face).
+
+    ``max_bytes`` sets the limit (0 turns the pool off and frees what it holds).
+    """
+    global pool_limit
+    cdef char *p
+    cdef Py_ssize_t size
+    if max_bytes is not None:
+        pool_limit = max(0, max_bytes)
+        while pool_bytes > pool_limit:
+            size = 0
+            p = pool_take(POOL_MIN, POOL_MIN, &size)   # the smallest first
+            if p == NULL:
+                break
+            free(p)
+    return pool_limit, pool_bytes, pool_count
+
+
 # ---------------------------------------------------------------- growable output buffers
 
 cdef struct GrowBuf:
@@ -27,15 +124,22 @@ cdef struct GrowBuf:
 
 cdef int gb_reserve(GrowBuf *b, Py_ssize_t extra) except -1 nogil:
     cdef Py_ssize_t need = b.len + extra
-    cdef Py_ssize_t cap
+    cdef Py_ssize_t cap, size = 0
     cdef char *p
     if need <= b.cap:
         return 0
     cap = b.cap * 2 if b.cap else 4096
     while cap < need:
         cap *= 2
-    # realloc, not fresh mappings: freed blocks are reused by the next decode without
-    # page faults (measured: mmap/mremap-backed buffers decoded 40% slower in a loop)
+    p = pool_take(cap, need, &size)
+    if p != NULL:                # a warm block: copy what is used, recycle the old one
+        if b.len:
+            memcpy(p, b.data, <size_t> b.len)
+        pool_give(b.data, b.cap)
+        b.data = p
+        b.cap = size
+        return 0
+    # realloc: glibc moves big blocks with mremap, without copying or touching them
     p = <char *> realloc(b.data, <size_t> cap)
     if p == NULL:
         with gil:
@@ -45,8 +149,21 @@ cdef int gb_reserve(GrowBuf *b, Py_ssize_t extra) except -1 nogil:
     return 0
 
 
+cdef int gb_hint(GrowBuf *b, Py_ssize_t want) except -1 nogil:
+    """Start an empty buffer with room for about ``want`` bytes: a pooled block of at least
+    a quarter of that if there is one (it grows later if the data needs it), else a fresh
+    one (virtual memory is cheap; regrowing is not)."""
+    cdef Py_ssize_t size = 0
+    cdef char *p = pool_take(want, want // 4, &size)
+    if p == NULL:
+        return gb_reserve(b, want)
+    b.data = p
+    b.cap = size
+    return 0
+
+
 cdef void gb_free(GrowBuf *b) noexcept nogil:
-    free(b.data)
+    pool_give(b.data, b.cap)
     b.data = NULL
     b.len = b.cap = 0
 
@@ -85,7 +202,7 @@ cdef class _OwnedBuffer:
     cdef Py_ssize_t strides[1]
 
     def __dealloc__(self):
-        free(self.data)
+        pool_give(self.data, self.size)
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         self.shape[0] = self.size
@@ -144,10 +261,10 @@ cdef int bin_init(BinOut *o, Py_ssize_t rows, Py_ssize_t data, bint views) excep
     """Empty column with room for ``rows`` values and ``data`` bytes (a hint, not a limit)."""
     memset(o, 0, sizeof(BinOut))
     if views:
-        gb_reserve(&o.views, 16 * rows)
+        gb_hint(&o.views, 16 * rows)
     else:
-        gb_reserve(&o.offsets, 4 * (rows + 1))
-        gb_reserve(&o.data, data)
+        gb_hint(&o.data, data)
+        gb_hint(&o.offsets, 4 * (rows + 1))
         gb_put_i32(&o.offsets, 0)
     return 0
 

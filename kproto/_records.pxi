@@ -54,14 +54,15 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
     if aborted_transactions is not None:
         aborted = _Aborted(aborted_transactions)
     try:
-        # Reserve room from the batch headers (virtual memory is cheap; regrowing is not).
+        # Reserve room from the batch headers (virtual memory is cheap; regrowing is not),
+        # the largest first: each takes the best of the recycled blocks left.
         rows_hint = _rows_hint(base, end)
-        gb_reserve(&d.offset, 8 * rows_hint)
-        gb_reserve(&d.timestamp, 8 * rows_hint)
-        gb_reserve(&d.ts_type, 4 * rows_hint)
-        gb_reserve(&d.header_offsets, 4 * (rows_hint + 1))
-        bin_init(&d.key, rows_hint, end // 4, binary_view)
         bin_init(&d.value, rows_hint, end, binary_view)
+        bin_init(&d.key, rows_hint, end // 4, binary_view)
+        gb_hint(&d.offset, 8 * rows_hint)
+        gb_hint(&d.timestamp, 8 * rows_hint)
+        gb_hint(&d.ts_type, 4 * rows_hint)
+        gb_hint(&d.header_offsets, 4 * (rows_hint + 1))
         bin_init(&d.hkey, 0, 0, False)
         bin_init(&d.hvalue, 0, 0, False)
         gb_put_i32(&d.header_offsets, 0)

@@ -45,7 +45,7 @@ def _backend() -> Any:
 __all__ = [
     "decode", "encode", "encode_legacy", "slice_fetch", "decode_fetch_response", "RecordColumns",
     "BinaryColumn", "BinaryViewColumn", "HeaderColumn", "Record", "FetchedPartition",
-    "FetchSlice", "COLUMNS", "arrow_schema", "compression", "concat",
+    "FetchSlice", "COLUMNS", "arrow_schema", "compression", "concat", "buffer_pool",
 ]
 
 
@@ -85,6 +85,25 @@ def decode(
 
 
 concat = RecordColumns.concat
+
+
+def buffer_pool(max_bytes: int | None = None) -> tuple[int, int, int]:
+    """The pool that recycles decode output: ``(limit, bytes held, blocks held)``.
+
+    When the arrays of a decoded :class:`RecordColumns` are released, their blocks of
+    256 KiB or more are kept (up to ``limit`` bytes in all, 128 MiB by default) and the
+    next :func:`decode` writes into them: pages already mapped, instead of fresh ones
+    that fault on first touch (a consumer decoding fetch after fetch, a Spark task
+    stepping through a range). ``max_bytes`` sets the limit; ``0`` turns the pool off
+    and frees what it holds. The pure-Python twin has no pool: ``(0, 0, 0)``.
+
+    >>> limit, held, blocks = buffer_pool()
+    """
+    pool = getattr(_backend(), "_buffer_pool", None)
+    if pool is None:
+        return 0, 0, 0
+    limit, held, blocks = pool(max_bytes)
+    return int(limit), int(held), int(blocks)
 
 
 # --------------------------------------------------------------------------- fetch responses
