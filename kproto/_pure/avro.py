@@ -152,6 +152,14 @@ class _Loop:
             self.budget -= count
         return count
 
+    def check_utf8(self, data: bytes) -> None:
+        """Strict UTF-8 (the error points at the string's first byte)."""
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            self.pos -= len(data)
+            raise _Bad(ERR_UTF8) from None
+
     # ------------------------------------------------------------------ writing
 
     def put_binary(self, slot: int, data: bytes) -> None:
@@ -220,10 +228,7 @@ class _Loop:
         elif op in (OP_BYTES, OP_STRING):
             data = self.take(self.length())
             if op == OP_STRING:
-                try:
-                    data.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise _Bad(ERR_UTF8) from None
+                self.check_utf8(data)
             self.put_binary(slot, data)
         elif op == OP_FIXED:
             assert out is not None
@@ -254,10 +259,7 @@ class _Loop:
                 for _ in range(count):
                     if op == OP_MAP:
                         key = self.take(self.length())
-                        try:
-                            key.decode("utf-8")
-                        except UnicodeDecodeError:
-                            raise _Bad(ERR_UTF8) from None
+                        self.check_utf8(key)
                         self.put_binary(c, key)
                     elif op == OP_SKIP_MAP:
                         self.take(self.length())
