@@ -16,12 +16,13 @@ if TYPE_CHECKING:
     from .admin import Admin
     from .consumer import Consumer, OffsetAndTimestamp, TopicPartition
     from .producer import Producer, RecordMetadata
+    from .structs import ConsumerGroupMetadata, OffsetAndMetadata
 
 #: Public names imported on first use (``import kproto`` stays light).
 _LAZY = {
     "Producer": "producer", "RecordMetadata": "producer",
     "Consumer": "consumer", "TopicPartition": "consumer", "OffsetAndTimestamp": "consumer",
-    "Admin": "admin",
+    "Admin": "admin", "OffsetAndMetadata": "structs", "ConsumerGroupMetadata": "structs",
 }
 
 
@@ -37,4 +38,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["__version__", "KprotoError", "Producer", "RecordMetadata", "Consumer",
-           "TopicPartition", "OffsetAndTimestamp", "Admin"]
+           "TopicPartition", "OffsetAndTimestamp", "Admin", "OffsetAndMetadata",
+           "ConsumerGroupMetadata"]

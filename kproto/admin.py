@@ -4,6 +4,8 @@
 >>> admin.create_topics({"events": 12})                              # doctest: +SKIP
 >>> admin.describe_groups(["etl"])[0].members                        # doctest: +SKIP
 >>> admin.list_consumer_group_offsets("etl")                         # doctest: +SKIP
+>>> admin.list_transactions(states=["Ongoing"])                      # doctest: +SKIP
+>>> admin.describe_producers([("events", 0)])                        # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -15,16 +17,17 @@ from typing import Any
 
 from . import protocol
 from .config import resolve
-from .errors import ErrorCode, KprotoError, error_for_code
+from .errors import ErrorCode, KprotoError, LeaderNotAvailableError, error_for_code
 from .fetcher import list_offsets
 from .net.blocking import Fields
 from .net.cluster import ClusterMetadata
 from .protocol import ApiKey
-from .protocol.requests import offset_fetch_fields
-from .structs import EARLIEST, LATEST, OffsetAndTimestamp, TopicPartition
+from .protocol.requests import GROUP, TRANSACTION, offset_fetch_fields
+from .structs import EARLIEST, LATEST, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from .structs import as_tp as _tp
 
-__all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription"]
+__all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription",
+           "TransactionListing", "TransactionDescription", "ProducerState"]
 
 _TOPIC_ALREADY_EXISTS = ErrorCode.TOPIC_ALREADY_EXISTS
 
@@ -59,6 +62,45 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: list[MemberDescription] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """A transactional id as ListTransactions names it."""
+
+    transactional_id: str
+    producer_id: int
+    #: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort...
+    state: str
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    """A transactional id as its coordinator describes it (DescribeTransactions)."""
+
+    transactional_id: str
+    state: str
+    timeout_ms: int
+    #: When the open transaction began (ms since the epoch), -1 if none is open.
+    start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    #: The partitions in the open transaction.
+    partitions: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """A producer with state on a partition, as its leader sees it (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    #: The first offset of the producer's open transaction on the partition, or -1:
+    #: the partition's last stable offset stops there.
+    current_txn_start_offset: int
 
 
 class Admin:
@@ -180,9 +222,11 @@ class Admin:
         return out
 
     def list_consumer_group_offsets(self, group_id: str,
-                                    partitions: Iterable[tuple[str, int]] | None = None
-                                    ) -> dict[TopicPartition, int]:
-        """The committed offsets of ``group_id`` (all of its partitions by default)."""
+                                    partitions: Iterable[tuple[str, int]] | None = None,
+                                    *, metadata: bool = False) -> dict[TopicPartition, Any]:
+        """The committed offsets of ``group_id`` (all of its partitions by default);
+        with ``metadata``, :class:`~kproto.structs.OffsetAndMetadata` values (the
+        metadata string a commit or a transaction stored with each offset)."""
         tps = None if partitions is None else [_tp(p) for p in partitions]
         topics: dict[str, list[int]] | None = None
         if tps is not None:
@@ -201,11 +245,92 @@ class Admin:
         cls = error_for_code(code)
         if cls is not None:
             raise cls("OffsetFetch failed", group=group_id)
-        out = {}
+        out: dict[TopicPartition, Any] = {}
         for t in answer:
             for p in t["partitions"]:
                 if p["error_code"] == ErrorCode.NONE and p["committed_offset"] >= 0:
-                    out[TopicPartition(t["name"], p["partition_index"])] = p["committed_offset"]
+                    tp = TopicPartition(t["name"], p["partition_index"])
+                    out[tp] = OffsetAndMetadata(p["committed_offset"], p["metadata"],
+                                                p.get("committed_leader_epoch", -1)) \
+                        if metadata else p["committed_offset"]
+        return dict(sorted(out.items()))
+
+    # -- transactions
+
+    def list_transactions(self, *, states: Iterable[str] = (),
+                          producer_ids: Iterable[int] = (), duration_ms: int = -1,
+                          pattern: str | None = None) -> list[TransactionListing]:
+        """Every transactional id on every broker (ListTransactions, KIP-664), or those
+        in ``states``, of ``producer_ids``, open longer than ``duration_ms`` (v1+),
+        matching the regular expression ``pattern`` (v2+)."""
+        meta = self._cluster.maybe_refresh()
+        fields = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
+                  "duration_filter": duration_ms, "transactional_id_pattern": pattern}
+        answers = self._cluster.send_many({n: [(ApiKey.LIST_TRANSACTIONS, fields)]
+                                           for n in meta.brokers})
+        out = []
+        for node, result in sorted(answers.items()):
+            if isinstance(result, Exception):
+                raise result
+            body = result[0].body
+            cls = error_for_code(body["error_code"])
+            if cls is not None:
+                raise cls("ListTransactions failed", node=node)
+            out += [TransactionListing(t["transactional_id"], t["producer_id"],
+                                       t["transaction_state"])
+                    for t in body["transaction_states"]]
+        return sorted(out, key=lambda t: t.transactional_id)
+
+    def describe_transactions(self, transactional_ids: Iterable[str]
+                              ) -> list[TransactionDescription]:
+        """State, producer id and epoch, timeout and open partitions of each
+        transactional id, from its coordinator (DescribeTransactions)."""
+        out = []
+        for tid in transactional_ids:
+            body = self._coordinator_request(tid, ApiKey.DESCRIBE_TRANSACTIONS,
+                                             {"transactional_ids": [tid]}, TRANSACTION)
+            for t in body["transaction_states"]:
+                cls = error_for_code(t["error_code"])
+                if cls is not None:
+                    raise cls("DescribeTransactions failed", transactional_id=tid)
+                out.append(TransactionDescription(
+                    t["transactional_id"], t["transaction_state"], t["transaction_timeout_ms"],
+                    t["transaction_start_time_ms"], t["producer_id"], t["producer_epoch"],
+                    frozenset(TopicPartition(x["topic"], p) for x in t["topics"]
+                              for p in x["partitions"])))
+        return out
+
+    def describe_producers(self, partitions: Iterable[tuple[str, int]]
+                           ) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers with state on each partition, from its leader
+        (DescribeProducers): ids, epochs, last sequences, open transactions."""
+        tps = sorted({_tp(p) for p in partitions})
+        self._cluster.wait_for_topics({tp.topic for tp in tps}, self._cluster.request_timeout,
+                                      auto_create=False)
+        by_leader, orphans = self._cluster.leaders(tps)
+        if orphans:
+            raise LeaderNotAvailableError(topic=orphans[0][0], partition=orphans[0][1])
+        requests: dict[int, list[tuple[int, Fields]]] = {}
+        for node, owned in by_leader.items():
+            topics: dict[str, list[int]] = {}
+            for t, p in owned:
+                topics.setdefault(t, []).append(p)
+            requests[node] = [(ApiKey.DESCRIBE_PRODUCERS, {"topics": [
+                {"name": t, "partition_indexes": ps} for t, ps in topics.items()]})]
+        out: dict[TopicPartition, list[ProducerState]] = {}
+        for node, result in sorted(self._cluster.send_many(requests).items()):
+            if isinstance(result, Exception):
+                raise result
+            for t in result[0].body["topics"]:
+                for p in t["partitions"]:
+                    cls = error_for_code(p["error_code"])
+                    if cls is not None:
+                        raise cls(p.get("error_message"), topic=t["name"],
+                                  partition=p["partition_index"], node=node)
+                    out[TopicPartition(t["name"], p["partition_index"])] = [ProducerState(
+                        a["producer_id"], a["producer_epoch"], a["last_sequence"],
+                        a["last_timestamp"], a["coordinator_epoch"],
+                        a["current_txn_start_offset"]) for a in p["active_producers"]]
         return dict(sorted(out.items()))
 
     # -- plumbing
@@ -221,11 +346,11 @@ class Admin:
 
         return self._cluster.call(attempt, "admin request")
 
-    def _coordinator_request(self, group_id: str, api_key: int, fields: Fields
-                             ) -> dict[str, Any]:
+    def _coordinator_request(self, key: str, api_key: int, fields: Fields,
+                             key_type: int = GROUP) -> dict[str, Any]:
         deadline = time.monotonic() + self._cluster.request_timeout
         while True:
-            address = self._cluster.find_coordinator(group_id)
+            address = self._cluster.find_coordinator(key, key_type)
             conn = self._cluster.new_connection(address)
             try:
                 return conn.request(api_key, fields)

@@ -250,6 +250,42 @@ def cmd_groups(args: argparse.Namespace) -> None:
                      ("topic", "partition", "committed", "end", "lag"))
 
 
+def cmd_transactions(args: argparse.Namespace) -> None:
+    from .admin import Admin
+
+    with Admin(_filtered(_settings(args), "admin")) as admin:
+        if args.action == "list":
+            found = admin.list_transactions(states=args.state or ())
+            _out(args, [t.__dict__ for t in found],
+                 [(t.transactional_id, t.producer_id, t.state) for t in found],
+                 ("transactional id", "producer id", "state"))
+        elif args.action == "describe":
+            if not args.names:
+                raise CliError("transactions describe needs transactional ids")
+            descs = admin.describe_transactions(args.names)
+            data = [{**d.__dict__, "partitions": sorted(f"{tp.topic}[{tp.partition}]"
+                                                        for tp in d.partitions)} for d in descs]
+            _out(args, data, [(d["transactional_id"], d["state"], d["producer_id"],
+                               d["producer_epoch"], d["timeout_ms"], d["start_time_ms"],
+                               " ".join(d["partitions"])) for d in data],
+                 ("transactional id", "state", "producer id", "epoch", "timeout ms",
+                  "started ms", "partitions"))
+        else:
+            if len(args.names) != 1:
+                raise CliError("transactions producers needs one topic")
+            topic = args.names[0]
+            info = admin.list_topics().get(topic)
+            if info is None:
+                raise CliError(f"topic {topic!r} not found")
+            parts = args.partition or sorted(info.partitions)
+            producers = admin.describe_producers([(topic, p) for p in parts])
+            rows = [{"partition": tp.partition, **s.__dict__}
+                    for tp, states in producers.items() for s in states]
+            _out(args, rows, [tuple(r.values()) for r in rows],
+                 ("partition", "producer id", "epoch", "last sequence", "last timestamp",
+                  "coordinator epoch", "open transaction from"))
+
+
 def _read_input(args: argparse.Namespace) -> Any:
     """The records to produce, as a pyarrow Table."""
     import pyarrow as pa
@@ -539,6 +575,14 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("action", choices=["list", "describe"])
     g.add_argument("groups", nargs="*")
     g.set_defaults(func=cmd_groups)
+
+    tx = sub.add_parser("transactions", help="list or describe transactions; a topic's "
+                        "producers")
+    tx.add_argument("action", choices=["list", "describe", "producers"])
+    tx.add_argument("names", nargs="*", help="transactional ids (describe), a topic (producers)")
+    tx.add_argument("-s", "--state", action="append", help="list: only in this state")
+    tx.add_argument("-p", "--partition", type=int, action="append", help="producers: only these")
+    tx.set_defaults(func=cmd_transactions)
 
     d = sub.add_parser("decode", help="decode a record set or a Fetch response body file")
     d.add_argument("file")

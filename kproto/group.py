@@ -47,7 +47,7 @@ from .net.blocking import BrokerConnection, Fields
 from .net.cluster import Cluster
 from .protocol import ApiKey
 from .protocol.requests import offset_fetch_fields
-from .structs import SubscriptionState, TopicPartition
+from .structs import ConsumerGroupMetadata, SubscriptionState, TopicPartition
 
 __all__ = ["CommitFailedError", "GroupCoordinator", "RebalanceListener"]
 
@@ -205,6 +205,14 @@ class GroupCoordinator:
     def subscribed(self) -> bool:
         """True between subscribe() and close() (group membership, not just commits)."""
         return self._subscribed
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member (generation and member id; -1 and "" when not in the group) for
+        a transactional producer's offset commit, which the coordinator refuses once
+        the group has moved on (KIP-447)."""
+        with self._lock:
+            return ConsumerGroupMetadata(self.group_id, self.generation, self.member_id,
+                                         self.instance_id)
 
     def _subscribed_topics(self) -> set[str]:
         if self.pattern is None:

@@ -127,29 +127,73 @@ class MockCluster:
         error code if it refuses (36: the topic exists)."""
         import ctypes
 
-        import confluent_kafka
-
         with self._lock:
-            if self._client is None:
-                raise RuntimeError("MockCluster has not been started")
-            libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
-            lib = ctypes.CDLL(str(next(libs.glob("librdkafka*"), "librdkafka.so.1")))
-            lib.rd_kafka_handle_mock_cluster.restype = ctypes.c_void_p
-            lib.rd_kafka_handle_mock_cluster.argtypes = [ctypes.c_void_p]
-            lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
-            lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
+            lib, mock = self._mock_api()
             lib.rd_kafka_mock_topic_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
                                                        ctypes.c_int, ctypes.c_int]
-            # confluent-kafka's Handle object: PyObject_HEAD, then the rd_kafka_t pointer
-            rk = ctypes.c_void_p.from_address(id(self._client) + object.__basicsize__).value
-            mock = lib.rd_kafka_handle_mock_cluster(rk) if rk else None
-            if not mock or lib.rd_kafka_mock_cluster_bootstraps(mock).decode() != self.bootstrap:
-                raise RuntimeError("cannot reach librdkafka's mock cluster API through "
-                                   "this confluent-kafka build")
             err = lib.rd_kafka_mock_topic_create(mock, name.encode(), partitions,
                                                  replication_factor)
             if err:
                 raise RuntimeError(f"the mock cluster refused to create {name!r}: error {err}")
+
+    def push_request_errors(self, api_key: int, *codes: int) -> None:
+        """Answer the next ``len(codes)`` requests of ``api_key`` (to any broker) with
+        these error codes, in order (``rd_kafka_mock_push_request_errors``); 0 lets
+        one through. E.g. ``push_request_errors(26, 51, 51)``: the next two EndTxn
+        get CONCURRENT_TRANSACTIONS."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            lib.rd_kafka_mock_push_request_errors_array.argtypes = [
+                ctypes.c_void_p, ctypes.c_int16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)]
+            errors = (ctypes.c_int * len(codes))(*codes)
+            lib.rd_kafka_mock_push_request_errors_array(mock, api_key, len(codes), errors)
+
+    def clear_request_errors(self, api_key: int) -> None:
+        """Drop the errors pushed for ``api_key`` that were not used yet."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            lib.rd_kafka_mock_clear_request_errors.argtypes = [ctypes.c_void_p, ctypes.c_int16]
+            lib.rd_kafka_mock_clear_request_errors(mock, api_key)
+
+    def set_coordinator(self, key_type: str, key: str, node_id: int) -> None:
+        """Make broker ``node_id`` the coordinator of ``key`` (``key_type``
+        "transaction" or "group"): the old one answers NOT_COORDINATOR from then on."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            lib.rd_kafka_mock_coordinator_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                          ctypes.c_char_p, ctypes.c_int32]
+            err = lib.rd_kafka_mock_coordinator_set(mock, key_type.encode(), key.encode(),
+                                                    node_id)
+            if err:
+                raise RuntimeError(f"the mock cluster refused the coordinator: error {err}")
+
+    def _mock_api(self) -> tuple[Any, Any]:
+        """librdkafka (ctypes) and the hosting client's ``rd_kafka_mock_cluster_t *``."""
+        import ctypes
+
+        import confluent_kafka
+
+        if self._client is None:
+            raise RuntimeError("MockCluster has not been started")
+        libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+        lib = ctypes.CDLL(str(next(libs.glob("librdkafka*"), "librdkafka.so.1")))
+        lib.rd_kafka_handle_mock_cluster.restype = ctypes.c_void_p
+        lib.rd_kafka_handle_mock_cluster.argtypes = [ctypes.c_void_p]
+        lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
+        # confluent-kafka's Handle object: PyObject_HEAD, then the rd_kafka_t pointer
+        rk = ctypes.c_void_p.from_address(id(self._client) + object.__basicsize__).value
+        mock = lib.rd_kafka_handle_mock_cluster(rk) if rk else None
+        if not mock or lib.rd_kafka_mock_cluster_bootstraps(mock).decode() != self.bootstrap:
+            raise RuntimeError("cannot reach librdkafka's mock cluster API through "
+                               "this confluent-kafka build")
+        return lib, mock
 
     def stop(self) -> None:
         """Close the hosting client; the mock brokers' ports close with it."""
