@@ -460,14 +460,24 @@ class Consumer:
     def _send_fetches(self, deadline: float | None = None) -> None:
         """Send a Fetch to every leader that has none in flight (refreshing stale
         metadata first, for at most until ``deadline``)."""
-        # (as Java: not a partition whose fetched records wait in the buffer, nor one
-        # already in a Fetch: its next position is not known yet)
-        waiting = self._buffer.partitions()
+        # Not a partition already in a Fetch (its next offset is not known yet). A
+        # partition whose fetched records wait in the buffer is fetched once ahead,
+        # from where they end (librdkafka prefetches so too; Java waits until they
+        # are handed out): a Fetch of only the partitions that were drained would be
+        # held by the broker for fetch_max_wait_ms when they are at the log end, with
+        # the others' next records behind it.
+        in_flight: set[TopicPartition] = set()
         for fetch in self._fetches.values():
-            waiting.update(fetch.offsets)
-        fetchable = [tp for tp in self._subs.assignment
-                     if tp not in self._subs.paused and tp not in waiting
-                     and self._subs.positions.get(tp) is not None]
+            in_flight.update(fetch.offsets)
+        buffered = self._buffer.fetch_offsets(self._subs.positions)
+        offsets: dict[TopicPartition, int] = {}
+        for tp in self._subs.assignment:
+            if tp in self._subs.paused or tp in in_flight:
+                continue
+            offset, waiting = buffered.get(tp, (self._subs.positions.get(tp), 0))
+            if offset is not None and waiting <= 1:
+                offsets[tp] = offset
+        fetchable = list(offsets)
         if not fetchable:
             return
         if self._cluster.needs_refresh:
@@ -484,7 +494,8 @@ class Consumer:
         for node, tps in by_node.items():
             if node in self._fetches:
                 continue
-            asked = self._fetch_request(tps)
+            asked = self._fetch_request({TopicPartition(*tp): offsets[TopicPartition(*tp)]
+                                         for tp in tps})
             try:
                 conn = self._fetch_connection(node)
                 req = conn.send(ApiKey.FETCH, asked.fields, raw=True)
@@ -537,12 +548,11 @@ class Consumer:
                 + self.config["fetch_max_wait_ms"] / 1000)
         return conn.connect()
 
-    def _fetch_request(self, tps: Iterable[tuple[str, int]]) -> FetchRequest:
-        """A Fetch of ``tps`` from their positions, with the consumer's settings."""
+    def _fetch_request(self, offsets: dict[TopicPartition, int]) -> FetchRequest:
+        """A Fetch of each partition from its offset, with the consumer's settings."""
         c = self.config
-        positions = self._subs.positions
         return fetch_request(
-            {TopicPartition(*tp): positions[TopicPartition(*tp)] or 0 for tp in tps},
+            offsets,
             self._cluster.metadata, partition_bytes=c["max_partition_fetch_bytes"],
             max_wait_ms=c["fetch_max_wait_ms"], min_bytes=c["fetch_min_bytes"],
             max_bytes=c["fetch_max_bytes"], read_committed=self._read_committed,
@@ -603,10 +613,15 @@ class Consumer:
                       "(ignored): %s", fetch.node, ", ".join(strays))
             self._cluster.mark_stale()
         out = []
+        buffered = self._buffer.fetch_offsets(self._subs.positions)
         for tp, p in parts:
             asked = fetch.offsets[tp]
-            if self._subs.positions.get(tp) != asked:
-                continue
+            position = self._subs.positions.get(tp)
+            if buffered.get(tp, (position,))[0] != asked:
+                continue                # moved since (seek, reset, unassigned)
+            if asked != position and (outcome(tp, p) != RECORDS
+                                      or 0 <= p.high_watermark < asked):
+                continue                # fetched ahead: handled when it is the position
             try:
                 done = self._completed(tp, asked, p, fetch.node)
             except KprotoError as exc:

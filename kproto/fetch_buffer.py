@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .columns import Record, RecordColumns
+from ._backend import backend
+from ._pure.rows import record_rows
+from .columns import BinaryColumn, Record, RecordColumns
 
 if TYPE_CHECKING:
     import pyarrow
@@ -60,6 +62,13 @@ class CompletedFetch:
 
     def __len__(self) -> int:
         return 0 if self.cols is None else len(self.cols)
+
+    @property
+    def end_position(self) -> int:
+        """The position once every record here has been handed out."""
+        last = int(self.cols.offset[-1]) + 1 if self.cols is not None and len(self.cols) \
+            else self.fetch_offset
+        return max(self.next_offset, last)
 
     @property
     def expected_position(self) -> int:
@@ -94,20 +103,15 @@ class Collected:
         """Every row as a :class:`~kproto.records.Record`."""
         out: list[Record] = []
         for cols, lo, hi in self.pieces:
-            out += _records(cols, lo, hi)
+            _records(cols, lo, hi, out)
         return out
 
 
-def _records(cols: RecordColumns, lo: int, hi: int) -> list[Record]:
-    """Rows ``lo:hi`` of one partition's columns as Records (labels taken once)."""
-    topic, partition = cols.topic, cols.partition
-    offsets = cols.offset[lo:hi].tolist()
-    stamps = cols.timestamp[lo:hi].tolist()
-    types = cols.timestamp_type[lo:hi].tolist()
-    key, value, headers = cols.key.get, cols.value.get, cols.headers.get
-    return [Record(topic, partition, offsets[j], stamps[j], types[j], key(i), value(i),
-                   headers(i))
-            for j, i in enumerate(range(lo, hi))]
+def _records(cols: RecordColumns, lo: int, hi: int, out: list[Record]) -> None:
+    """Rows ``lo:hi`` of one partition's columns appended to ``out`` as Records."""
+    rows = backend.record_rows if type(cols.key) is type(cols.value) is BinaryColumn \
+        else record_rows                # binary_view columns: the pure twin's .get
+    rows(cols, lo, hi, Record, out)
 
 
 class FetchBuffer:
@@ -123,8 +127,30 @@ class FetchBuffer:
         self._queue.extend(fetches)
 
     def partitions(self) -> set[TopicPartition]:
-        """Partitions with records (or an error) waiting: not to be fetched again yet."""
+        """Partitions with records (or an error) waiting."""
         return {f.tp for f in self._queue if f.tp is not None}
+
+    def fetch_offsets(self, positions: dict[TopicPartition, int | None]
+                      ) -> dict[TopicPartition, tuple[int | None, int]]:
+        """For each partition with something waiting: where its next Fetch would
+        start, and how many completed fetches it has waiting.
+
+        The offset is where the waiting records end (what the position will be once
+        they are handed out) when they continue the position without a gap, each
+        fetch where the one before ended; None when the partition must not be
+        fetched until they are handed out or dropped (an error waits, or records
+        that no longer start at the position, e.g. after a seek)."""
+        out: dict[TopicPartition, tuple[int | None, int]] = {}
+        for f in self._queue:
+            tp = f.tp
+            if tp is None:
+                continue
+            end, n = out.get(tp, (positions.get(tp), 0))
+            if end is None or f.error is not None or f.expected_position != end:
+                out[tp] = (None, n + 1)
+            else:
+                out[tp] = (f.end_position, n + 1)
+        return out
 
     def discard(self, keep: Callable[[TopicPartition], bool]) -> None:
         """Drop the completed fetches of partitions for which ``keep`` is false."""
@@ -172,7 +198,7 @@ class FetchBuffer:
                 left -= n if left > 0 else 0
             if f.taken == len(f):
                 queue.popleft()
-                positions[tp] = max(f.next_offset, f.expected_position)
+                positions[tp] = f.end_position
             else:
                 positions[tp] = f.expected_position
         return Collected(pieces)

@@ -212,6 +212,53 @@ def test_pause_and_assign_drop_buffered_records(broker, unique_topic):
         assert not _offsets(rest, 1), "records of an unassigned partition were returned"
 
 
+def _fill_batches(broker, topic: str, partition: int, batches: int, per_batch: int) -> None:
+    """``batches`` record batches of ``per_batch`` records in one partition."""
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as producer:
+        for b in range(batches):
+            values = [b"b%d-%d" % (b, i) for i in range(per_batch)]
+            producer.send_batch(topic, pa.table({"value": values}), partition=partition).result(30)
+
+
+@pytest.mark.brokers("tansu", reason="noida-db and the mock answer this Fetch before "
+                     "max_wait_ms (checked: the test passes there without fetching ahead)")
+def test_a_partition_at_the_log_end_does_not_hold_back_the_others(broker, unique_topic):
+    """One Fetch in flight per broker: when it held only the partitions that were
+    drained, the broker kept it for fetch_max_wait_ms (they are at the log end) while
+    the other partition's next records waited behind it, once per batch. Buffered
+    partitions are fetched ahead, so every Fetch has something to answer at once."""
+    broker.create_topic(unique_topic, 2)
+    _fill_batches(broker, unique_topic, 0, 1, 1)
+    _fill_batches(broker, unique_topic, 1, 8, 5)
+    settings = {**FAST, "fetch_max_wait_ms": 1500, "max_partition_fetch_bytes": 1}
+    with Consumer(bootstrap_servers=broker.bootstrap, **settings) as c:
+        c.assign([TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)])
+        start = time.monotonic()
+        got = _poll_until(c, 41, max_records=2, timeout=30)
+        took = time.monotonic() - start
+    assert _offsets(got, 0) == [0] and _offsets(got, 1) == list(range(40))
+    assert took < 6, f"{took:.1f} s for 8 batches: Fetches waited out fetch_max_wait_ms"
+
+
+def test_seek_drops_records_fetched_ahead(broker, unique_topic):
+    """Records fetched ahead of the buffered ones (and the Fetch still out) are dropped
+    by a seek like the buffered ones: after it, every offset once, in order."""
+    broker.create_topic(unique_topic, 1)
+    _fill_batches(broker, unique_topic, 0, 12, 2)
+    tp = TopicPartition(unique_topic, 0)
+    with Consumer(bootstrap_servers=broker.bootstrap, max_partition_fetch_bytes=1,
+                  **FAST) as c:
+        c.assign([tp])
+        assert _offsets(_poll_until(c, 3, max_records=1)) == [0, 1, 2]
+        for _ in range(3):                     # fetches ahead arrive meanwhile
+            assert c.poll(300, max_records=1)
+        c.seek(tp, 1)
+        got = _poll_until(c, 23, max_records=2)
+        assert _offsets(got) == list(range(1, 24))
+        c.seek(tp, 20)
+        assert _offsets(_poll_until(c, 4)) == [20, 21, 22, 23]
+
+
 @pytest.fixture
 def mock_proxies(mock_cluster):
     """(proxies by node id): the mock cluster reached only through framed proxies."""
