@@ -48,7 +48,9 @@ if LIMITED_API:
     macros.append(("Py_LIMITED_API", f"0x{LIMITED_MAJOR:02X}{LIMITED_MINOR:02X}0000"))
     # The unchecked bytes macros the codec uses are not in the Limited API: their checked
     # function twins are (a missing one must fail the build, not the import).
-    macros += [("PyBytes_AS_STRING", "PyBytes_AsString"), ("PyBytes_GET_SIZE", "PyBytes_Size")]
+    macros += [("PyBytes_AS_STRING", "PyBytes_AsString"), ("PyBytes_GET_SIZE", "PyBytes_Size"),
+               # _rows.pxi fills fresh tuples (refcount 1, as PyTuple_SetItem requires)
+               ("PyTuple_SET_ITEM", "PyTuple_SetItem")]
     compile_args.append("-Werror=implicit-function-declaration")
     options["bdist_wheel"] = {"py_limited_api": f"cp{LIMITED_MAJOR}{LIMITED_MINOR}"}
 
