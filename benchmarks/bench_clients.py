@@ -176,6 +176,25 @@ def kproto_poll_batch(clock: Clock, broker: str, f: Filled) -> None:
     c.close()
 
 
+def kproto_poll(clock: Clock, broker: str, f: Filled) -> None:
+    """The per-record API: ``poll()`` Records, touching key, value and offset."""
+    c = kproto.Consumer(bootstrap_servers=broker, auto_offset_reset="earliest")
+    c.assign([(f.topic, p) for p in f.ends])
+    for p in f.ends:
+        c.seek((f.topic, p), 0)
+    n, total = 0, sum(f.ends.values())
+    while n < total:
+        records = c.poll(timeout_ms=1000)
+        for r in records:
+            r.key, r.value, r.offset  # noqa: B018 -- touch them, as a reader would
+        if records:
+            clock.first_record()
+            n += len(records)
+        clock.check(n)
+    clock.stop(n)
+    c.close()
+
+
 def kproto_read_range(clock: Clock, broker: str, f: Filled) -> None:
     c = kproto.Consumer(bootstrap_servers=broker)
     t = c.read_range(f.topic, {p: (0, end) for p, end in f.ends.items()},
@@ -204,7 +223,7 @@ def _confluent(clock: Clock, broker: str, f: Filled, extra: dict[str, Any]) -> N
         for m in msgs:
             if m.error() is not None:
                 raise AssertionError(f"confluent-kafka: {m.error()}")
-            m.value()
+            m.key(), m.value(), m.offset()
         if msgs:
             clock.first_record()
             n += len(msgs)
@@ -236,7 +255,7 @@ def aiokafka_getmany(clock: Clock, broker: str, f: Filled) -> None:
                 got = await c.getmany(timeout_ms=1000, max_records=100_000)
                 for msgs in got.values():
                     for m in msgs:
-                        m.value  # noqa: B018 -- touch it, as a reader would
+                        m.key, m.value, m.offset  # noqa: B018 -- touch them, as a reader would
                     if msgs:
                         clock.first_record()
                         n += len(msgs)
@@ -269,7 +288,7 @@ def kafka_python_poll(clock: Clock, broker: str, f: Filled) -> None:
         got = c.poll(timeout_ms=1000, max_records=10_000)
         for msgs in got.values():
             for m in msgs:
-                m.value  # noqa: B018
+                m.key, m.value, m.offset  # noqa: B018
             if msgs:
                 clock.first_record()
                 n += len(msgs)
@@ -280,6 +299,7 @@ def kafka_python_poll(clock: Clock, broker: str, f: Filled) -> None:
 
 CONSUMERS: dict[str, Callable[[Clock, str, Filled], None]] = {
     "kproto_poll_batch": kproto_poll_batch,
+    "kproto_poll": kproto_poll,
     "kproto_read_range": kproto_read_range,
     "confluent_default": confluent_default,
     "confluent_tuned": confluent_tuned,
