@@ -143,6 +143,8 @@ class Sender:
                 self._acc.fatal = fatal
                 self._cond.notify_all()
             self._acc.abort_incomplete(fatal)
+            if self._txn is not None:
+                self._txn.fail_pending(fatal)
         finally:
             if self._selector is not None:
                 self._selector.close()

@@ -49,7 +49,6 @@ from .errors import (
     AbortableTransactionError,
     BrokerError,
     IllegalStateError,
-    KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
     ProducerFencedError,
@@ -340,10 +339,10 @@ class TransactionManager(TxnRequests):
             conn = self._links.get(key, key_type)
             version = self._version(api_key, conn)
             body = conn.request(api_key, fields, version=version)
-        except (BrokerError, KafkaConnectionError, KafkaTimeoutError) as exc:
+        except KprotoError as exc:      # no answer, or one that cannot be read
             with self._cond:
                 self._links.drop(key, key_type)
-                if exc.retriable:
+                if getattr(exc, "retriable", False):
                     self._retry(req, exc)
                 elif isinstance(exc, BrokerError) and exc.code == E.GROUP_AUTHORIZATION_FAILED:
                     self._abortable(exc, req)
