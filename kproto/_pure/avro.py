@@ -240,6 +240,7 @@ class _Loop:
             width, precision = self.table[d], self.table[d + 1]
             value = int.from_bytes(raw, "big", signed=True)
             if abs(value) >= 10**precision:
+                self.pos -= len(raw)          # the error points at the decimal's bytes
                 raise _Bad(ERR_DECIMAL, precision)
             out.data += value.to_bytes(width, "little", signed=True)
             out.mark(True)

@@ -22,7 +22,8 @@ cc=${CLANG:-clang-14}
 mkdir -p "$dest"
 rm -rf "$dest/kproto" "$dest/build"
 # the package without build products (.so, generated .c, caches)
-(cd "$src" && tar cf - --exclude='*.so' --exclude='_codec.c' --exclude='_codec.html' \
+(cd "$src" && tar cf - --exclude='*.so' --exclude='_codec.c' --exclude='_avro.c' \
+    --exclude='_codec.html' \
     --exclude=__pycache__ kproto setup.py pyproject.toml) | (cd "$dest" && tar xf -)
 case $variant in
   cov)  ;;

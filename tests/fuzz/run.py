@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.fuzz.targets import INSTRUMENT, TARGETS  # noqa: E402
 
-MAX_LEN = {"records": 8192, "fetch": 4096, "protocol": 2048}
+MAX_LEN = {"records": 8192, "fetch": 4096, "protocol": 2048, "avro": 4096}
 LONG_RUNS = 10_000_000
 SHORT_SECONDS = 4
 #: libFuzzer's artifact prefixes, and ours (--keep-going)
@@ -73,9 +73,13 @@ def child(target: str, build: str | None, libfuzzer_args: list[str],
                .removesuffix(".__init__") for p in (ROOT / "kproto").rglob("*.py")}
     exclude = sorted(modules - set(INSTRUMENT[target]))
     with atheris.instrument_imports(include=["kproto"], exclude=exclude):
+        import kproto._avro  # noqa: F401
+
         import kproto._codec
+        import kproto._pure.avro  # noqa: F401
         import kproto._pure.records
         import kproto.compression
+        import kproto.formats.avro  # noqa: F401
         import kproto.protocol
         import kproto.protocol.engine
         import kproto.protocol.slicer  # noqa: F401

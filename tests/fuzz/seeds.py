@@ -165,7 +165,10 @@ def protocol_seeds() -> list[bytes]:
 
 def write_corpora(root: Path = CORPUS) -> dict[str, int]:
     """One directory per decoder (both twins' targets read it): name -> seeds written."""
-    seeds = {"records": record_seeds(), "fetch": fetch_seeds(), "protocol": protocol_seeds()}
+    from .avro_target import avro_seeds
+
+    seeds = {"records": record_seeds(), "fetch": fetch_seeds(), "protocol": protocol_seeds(),
+             "avro": avro_seeds()}
     counts = {}
     for decoder in sorted({d for d, _ in TARGETS.values()}):
         d = root / decoder

@@ -14,6 +14,9 @@ protocol_cython    selector byte + body -> every response decoder (all APIs,   e
                    all versions), ``decode_request``, the consumer protocol;
                    the engine's varints from ``_codec``
 protocol_pure      the same, varints from ``_pure``                            engine
+avro_cython        case byte + flags byte + Avro datums -> ``formats.avro``    Cython
+                   decoding on ``_avro`` (tests/fuzz/avro_target.py)
+avro_pure          the same on ``_pure.avro``                                  pure Python
 =================  ==========================================================  ===========
 
 The records flags byte: bit 0 check CRCs, bit 1 ``binary_view``, bit 2
@@ -46,6 +49,8 @@ TARGETS = {
     "fetch_pure": ("fetch", "pure"),
     "protocol_cython": ("protocol", "cython"),
     "protocol_pure": ("protocol", "pure"),
+    "avro_cython": ("avro", "cython"),
+    "avro_pure": ("avro", "pure"),
 }
 
 #: The Python modules whose coverage guides each target (with an instrumented build, the
@@ -57,6 +62,8 @@ INSTRUMENT = {
     "fetch_pure": ["kproto.protocol.slicer", "kproto._pure.varint", "kproto.protocol.engine"],
     "protocol_cython": ["kproto.protocol", "kproto.protocol.engine"],
     "protocol_pure": ["kproto.protocol", "kproto.protocol.engine", "kproto._pure.varint"],
+    "avro_cython": ["kproto.formats.avro", "kproto.formats._avro_program"],
+    "avro_pure": ["kproto._pure.avro", "kproto.formats._avro_program"],
 }
 
 FLAG_CHECK_CRC, FLAG_VIEWS, FLAG_START, FLAG_COMMITTED, FLAG_SMALL_CAP = 1, 2, 4, 8, 16
@@ -247,8 +254,13 @@ def make(name: str, keep_going: str | None = None) -> Callable[[bytes], None]:
     import resource
 
     decoder, impl = TARGETS[name]
-    decode = {"records": make_records, "fetch": make_fetch,
-              "protocol": make_protocol}[decoder](impl)
+    if decoder == "avro":
+        from .avro_target import make_avro
+
+        decode = make_avro(impl, _outcome, Finding)
+    else:
+        decode = {"records": make_records, "fetch": make_fetch,
+                  "protocol": make_protocol}[decoder](impl)
 
     def one_input(data: bytes) -> None:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
