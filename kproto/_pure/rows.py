@@ -11,7 +11,7 @@ def record_rows(cols: Any, lo: int, hi: int, record_type: type, out: list) -> li
     headers)`` instances; returns ``out``."""
     if not 0 <= lo <= hi <= len(cols.offset):
         raise IndexError(f"rows {lo}:{hi} of {len(cols.offset)}")
-    if record_type.__base__ is not tuple or len(record_type._fields) != 8:
+    if record_type.__base__ is not tuple or len(getattr(record_type, "_fields", ())) != 8:
         raise TypeError(f"{record_type!r} is not an 8-field tuple subclass")
     topic, partition = cols.topic, cols.partition
     offsets = cols.offset[lo:hi].tolist()
