@@ -23,7 +23,6 @@ convenience. :meth:`Consumer.subscribe` joins a consumer group (see
 from __future__ import annotations
 
 import logging
-import operator
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -55,7 +54,7 @@ from .net.blocking import BrokerConnection
 from .net.cluster import Cluster
 from .net.connection import Request, Response
 from .protocol import ApiKey
-from .reader import iter_ranges, read_ranges
+from .reader import EARLIEST_NAME, LATEST_NAME, Bound, bound_offset, iter_ranges, read_ranges
 from .structs import (
     EARLIEST,
     LATEST,
@@ -69,6 +68,7 @@ if TYPE_CHECKING:
     import pyarrow
 
     from .group import GroupCoordinator, RebalanceListener
+    from .structs import ConsumerGroupMetadata
 
 __all__ = ["Consumer", "TopicPartition", "OffsetAndTimestamp"]
 
@@ -246,6 +246,11 @@ class Consumer:
             todo = {_tp(p): int(o) for p, o in offsets.items()}
         self._require_group_coordinator().commit(todo)
 
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member of ``group_id`` (generation, member id) for a transactional
+        producer's ``send_offsets_to_transaction`` (Java's ``groupMetadata()``)."""
+        return self._require_group_coordinator().group_metadata()
+
     def _require_group_coordinator(self) -> GroupCoordinator:
         from .group import GroupCoordinator
 
@@ -355,8 +360,8 @@ class Consumer:
             meta = self._cluster.wait_for_topics([topic], self._cluster.request_timeout,
                                                  auto_create=False)
             ranges = {p: (EARLIEST_NAME, LATEST_NAME) for p in meta.partitions(topic)}
-        spans = {TopicPartition(topic, int(p)): (_bound(start, "start", topic, int(p)),
-                                                 _bound(end, "end", topic, int(p)))
+        spans = {TopicPartition(topic, int(p)): (bound_offset(start, "start", topic, int(p)),
+                                                 bound_offset(end, "end", topic, int(p)))
                  for p, (start, end) in ranges.items()}
         found: dict[int, dict[TopicPartition, int]] = {}    # EARLIEST/LATEST -> offsets
         for which in (EARLIEST, LATEST):
@@ -677,24 +682,3 @@ class Consumer:
             log.debug("cannot confirm that %s offset %d is out of range: %s", tp, asked, exc)
             return False
         return not start <= asked <= end
-
-
-#: A bound of read_range: an offset, "earliest" (the log start) or "latest"/None (the end).
-Bound = int | str | None
-EARLIEST_NAME, LATEST_NAME = "earliest", "latest"
-
-
-def _bound(value: Bound, which: str, topic: str, partition: int) -> int:
-    """An offset, or EARLIEST/LATEST for the names (None: the end)."""
-    if value == EARLIEST_NAME:
-        return EARLIEST
-    if value == LATEST_NAME or (value is None and which == "end"):
-        return LATEST
-    try:
-        offset = operator.index(value)  # type: ignore[arg-type]  # (NumPy ints too)
-    except TypeError:
-        offset = -1
-    if offset < 0 or isinstance(value, bool):
-        raise ValueError(f"{topic}[{partition}]: bad {which} {value!r}: an offset >= 0, "
-                         f"'earliest'{', None' if which == 'end' else ''} or 'latest'")
-    return offset

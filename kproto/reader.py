@@ -11,6 +11,7 @@ for offsets by time (or earliest/latest).
 from __future__ import annotations
 
 import logging
+import operator
 import queue
 import selectors
 import threading
@@ -49,7 +50,8 @@ from .structs import EARLIEST, LATEST, TopicPartition
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["read_ranges", "read_ranges_result", "iter_ranges", "list_offsets", "ReadResult"]
+__all__ = ["read_ranges", "read_ranges_result", "iter_ranges", "list_offsets", "ReadResult",
+           "Bound", "bound_offset"]
 
 log = logging.getLogger("kproto.reader")
 
@@ -557,3 +559,24 @@ def _split(work: list[_Range], cluster: Cluster, lanes: int) -> list[_Range]:
             out += [_Range(r.tp, int(a), int(b)) for a, b in zip(bounds, bounds[1:], strict=False)
                     if b > a]
     return out
+
+
+#: A bound of read_range: an offset, "earliest" (the log start) or "latest"/None (the end).
+Bound = int | str | None
+EARLIEST_NAME, LATEST_NAME = "earliest", "latest"
+
+
+def bound_offset(value: Bound, which: str, topic: str, partition: int) -> int:
+    """An offset, or EARLIEST/LATEST for the names (None: the end)."""
+    if value == EARLIEST_NAME:
+        return EARLIEST
+    if value == LATEST_NAME or (value is None and which == "end"):
+        return LATEST
+    try:
+        offset = operator.index(value)  # type: ignore[arg-type]  # (NumPy ints too)
+    except TypeError:
+        offset = -1
+    if offset < 0 or isinstance(value, bool):
+        raise ValueError(f"{topic}[{partition}]: bad {which} {value!r}: an offset >= 0, "
+                         f"'earliest'{', None' if which == 'end' else ''} or 'latest'")
+    return offset
