@@ -235,10 +235,14 @@ def _logical(node: Node, obj: dict) -> None:
 def parse_json(text: str | dict | list) -> tuple[Any, Node, dict[str, Node]]:
     """(the schema's JSON value, its root Node, its named types)."""
     if isinstance(text, str):
-        try:
-            obj = json.loads(text)
-        except ValueError:
-            obj = text   # a bare primitive or type name: "string"
+        stripped = text.strip()
+        if stripped.startswith(("{", "[", '"')):
+            try:
+                obj = json.loads(stripped)
+            except ValueError as exc:
+                raise SchemaError(f"schema is not valid JSON: {exc}") from None
+        else:
+            obj = stripped   # a bare primitive or type name: string, null
     else:
         obj = text
     parser = Parser()
