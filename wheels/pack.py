@@ -4,7 +4,8 @@
 Steps:
 
 1. a fresh venv in a temporary directory (no pip in it), from the
-   interpreter running this script;
+   interpreter running this script (``--python X.Y``: from CPython X.Y, found
+   as build.py finds it);
 2. ``pip install --only-binary=:all:`` of kproto's wheel from ``wheels/dist/``
    (made by ``wheels/build.py``) with its runtime dependencies (NumPy,
    pyarrow, lz4, zstandard, cramjam) and ``pandas>=2,<3`` (Spark's Arrow
@@ -13,6 +14,17 @@ Steps:
    ``wheels/dist/kproto-env.tar.gz``;
 4. a check: the archive is unpacked to a temporary directory and its
    ``bin/python`` imports ``kproto._codec`` and decodes a record batch.
+
+``--platform aarch64`` packs for aarch64 executors (Graviton & co.) on this
+x86_64 machine: the venv is made by this machine's CPython X.Y, the packages
+(kproto's aarch64 wheel, NumPy's, pyarrow's, ...) go into its site-packages with
+``pip install --target --platform manylinux_2_17_aarch64 --python-version X.Y``,
+and ``--python-prefix`` (default ``/usr``: ``env/bin/python`` ->
+``/usr/bin/pythonX.Y``, as Debian, Ubuntu and Amazon Linux put it) says where the
+executors' CPython X.Y is. The check runs the unpacked archive under qemu-user with
+Debian's arm64 CPython standing at that prefix (wheels/qemu.py; 3.11 and 3.13 only;
+for 3.10 and 3.12 the check is skipped and says so). Console scripts (the
+``kproto`` command) are left out of an aarch64 pack: ``python -m kproto.cli``.
 
 pyspark is not packed: Spark puts its own ``pyspark.zip`` and py4j on the
 workers' ``PYTHONPATH``. Ship it with::
@@ -25,8 +37,11 @@ the Python this script ran with (printed at the end); every executor (and
 the driver) needs that interpreter at that path.
 
 Options:
-    --wheel PATH     the kproto wheel to pack (default: the one in wheels/dist/ for this Python)
-    --output PATH    default wheels/dist/kproto-env.tar.gz
+    --python X.Y     the CPython to pack for (default: the one running this script)
+    --platform P     x86_64 or aarch64 (default: this machine's)
+    --wheel PATH     the kproto wheel to pack (default: the one in wheels/dist/ for them)
+    --output PATH    default wheels/dist/kproto-env.tar.gz, or kproto-env-X.Y-P.tar.gz
+                     when --python or --platform is given
     --with SPEC      another requirement to pack (repeatable); ``--no-pandas`` drops pandas
     --no-check       skip the unpack-and-import check
 """
@@ -34,45 +49,49 @@ Options:
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tarfile
 import tempfile
 import time
-import venv
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from build import DIST, build_venv, run  # noqa: E402
+import qemu  # noqa: E402
+
+from build import DIST, PLATFORMS, build_venv, find_python, native_platform, run  # noqa: E402
 
 PACK_TOOLS = ["venv-pack>=0.2"]
 CHECK = """
-import sys, kproto, kproto._codec, pyarrow, pandas
+import sys, platform, kproto, kproto._codec, pyarrow, pandas
 from kproto import records
 t = pyarrow.table({"key": [b"k%d" % i for i in range(1000)], "value": [b"v" * 10] * 1000})
 back = records.decode(records.encode(t, compression="lz4")).to_arrow()
 assert back.column("key").to_pylist() == t.column("key").to_pylist()
-print("packed env ok:", sys.executable, "kproto", kproto.__version__,
+print("packed env ok:", sys.executable, platform.machine(), "kproto", kproto.__version__,
       "pyarrow", pyarrow.__version__, "pandas", pandas.__version__)
 """
 
 
-def find_wheel(version: str) -> Path:
-    """The newest kproto wheel in wheels/dist/ this Python can install (cp3X or abi3)."""
+def find_wheel(version: str, plat: str) -> Path:
+    """The newest kproto wheel in wheels/dist/ CPython ``version`` on ``plat`` can install."""
     minor = int(version.split(".")[1])
 
     def fits(wheel: Path) -> bool:
         python, abi = wheel.name.split("-")[2:4]
+        if not wheel.name.endswith(f"_{plat}.whl"):
+            return False
         if abi == "abi3":
             return python.startswith("cp3") and int(python[3:]) <= minor
         return python == abi == f"cp3{minor}"
 
     found = [w for w in DIST.glob("kproto-*.whl") if fits(w)]
     if not found:
-        sys.exit(f"no kproto wheel for Python {version} in {DIST}: "
-                 "run python3 wheels/build.py first")
+        sys.exit(f"no kproto wheel for Python {version} on {plat} in {DIST}: run "
+                 f"python3 wheels/build.py --python <python{version}> --platform {plat} first")
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
@@ -85,44 +104,121 @@ def unpack(archive: Path, dest: Path) -> None:
             tar.extractall(dest)
 
 
+def install(tools: Path, env: Path, version: str, plat: str, requirements: list[str]) -> None:
+    """Wheels only into the venv ``env``; for another platform, its wheels (pip --target)."""
+    pip = [tools / "bin" / "python", "-m", "pip"]
+    if plat == native_platform():
+        run(*pip, "--python", env / "bin" / "python", "install", "-q", "--only-binary=:all:",
+            *requirements)
+        return
+    site = env / "lib" / f"python{version}" / "site-packages"
+    tags = [f"manylinux_2_{g}_{plat}" for g in (17, 28)] + [f"manylinux2014_{plat}"]
+    run(*pip, "install", "-q", "--only-binary=:all:", "--target", site, "--python-version",
+        version, "--implementation", "cp", *[a for t in tags for a in ("--platform", t)],
+        *requirements)
+    shutil.rmtree(site / "bin", ignore_errors=True)   # console scripts of this machine's Python
+
+
+def point_at_base_python(env: Path) -> None:
+    """Link the venv's interpreter to ``<home>/python``, the one path venv-pack's
+    ``--python-prefix`` rewrites whole. (It rewrites ``<home>/python`` as a string
+    prefix to ``<prefix>/bin/pythonX.Y``, so a link to ``<home>/python3.11``, as
+    ``venv`` makes from pyenv's or Debian's Python, came out as
+    ``<prefix>/bin/python3.113.11``.)"""
+    cfg = dict(line.split(" = ", 1) for line in (env / "pyvenv.cfg").read_text().splitlines()
+               if " = " in line)
+    base = Path(cfg["home"]) / "python"
+    for link in (env / "bin").iterdir():
+        if link.is_symlink() and os.path.isabs(os.readlink(link)):
+            link.unlink()
+            link.symlink_to(base)
+
+
+def resolve_in(root: Path, path: Path) -> Path:
+    """Follow ``path``'s symlinks as qemu-user -L ``root`` does: absolute targets inside
+    ``root`` first. The real file, or a clear exit if the chain ends nowhere."""
+    for _ in range(40):
+        if not path.is_symlink():
+            return path
+        target = os.readlink(path)
+        if os.path.isabs(target):
+            inside = root / target.lstrip("/")
+            path = inside if (inside.exists() or inside.is_symlink()) else Path(target)
+        else:
+            path = path.parent / target
+    sys.exit(f"{path}: too many symlinks")
+
+
+def check(archive: Path, version: str, plat: str, prefix: str | None) -> None:
+    """Unpack ``archive`` and decode and encode with its Python (qemu-user for aarch64)."""
+    with tempfile.TemporaryDirectory(prefix="kproto-env-") as tmp:
+        unpack(archive, Path(tmp))
+        python = Path(tmp) / "bin" / "python"
+        if plat == native_platform():
+            run(python, "-c", CHECK, cwd=tmp)
+            return
+        try:
+            root = qemu.sysroot(version)
+        except qemu.Unavailable as exc:
+            print(f"not checked: {exc}")
+            return
+        # qemu -L looks absolute paths up in the root first: env/bin/python's link chain
+        # ends at <prefix>/bin/pythonX.Y, Debian's arm64 CPython standing where the
+        # executors' is. The archive's links are followed as they are, not assumed.
+        real = resolve_in(root, python)
+        if not (real.is_file() and str(real).startswith(str(root))):
+            sys.exit(f"{archive}: bin/python leads to {real}, no aarch64 CPython {version} "
+                     f"(python-prefix {prefix})")
+        run(qemu.QEMU, "-L", root, "-0", python, real, "-c", CHECK, cwd=tmp)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--python", help="X.Y")
+    ap.add_argument("--platform", choices=PLATFORMS)
     ap.add_argument("--wheel", type=Path)
-    ap.add_argument("--output", type=Path, default=DIST / "kproto-env.tar.gz")
+    ap.add_argument("--output", type=Path)
     ap.add_argument("--with", dest="extra", action="append", default=[])
     ap.add_argument("--no-pandas", action="store_true")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--python-prefix", help="venv-pack's option: where the interpreter's "
-                    "prefix is on the executors (default: where it is here)")
+                    "prefix is on the executors (default: where it is here; /usr for aarch64)")
     args = ap.parse_args(argv)
 
     started = time.monotonic()
-    version = "{}.{}".format(*sys.version_info[:2])
-    wheel = (args.wheel or find_wheel(version)).resolve()
-    tools = build_venv(sys.executable, version, extra=PACK_TOOLS)
+    version = args.python or "{}.{}".format(*sys.version_info[:2])
+    plat = args.platform or native_platform()
+    python = Path(sys.executable) if args.python is None else find_python(version)
+    if python is None:
+        sys.exit(f"no CPython {version} found (pythonX.Y on PATH or ~/.pyenv/versions)")
+    prefix = args.python_prefix or (None if plat == native_platform() else "/usr")
+    output = args.output or DIST / ("kproto-env.tar.gz" if (args.python, args.platform) ==
+                                    (None, None) else f"kproto-env-{version}-{plat}.tar.gz")
+    wheel = (args.wheel or find_wheel(version, plat)).resolve()
+    tools = build_venv(python, version, extra=PACK_TOOLS)
     work = Path(tempfile.mkdtemp(prefix="kproto-pack-"))
     try:
         env = work / "env"
-        venv.EnvBuilder(with_pip=False, symlinks=True).create(env)
+        run(python, "-m", "venv", "--without-pip", "--symlinks", env)
         requirements = [str(wheel)] + ([] if args.no_pandas else ["pandas>=2,<3"]) + args.extra
-        run(tools / "bin" / "python", "-m", "pip", "--python", env / "bin" / "python",
-            "install", "-q", "--only-binary=:all:", *requirements)
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        prefix = ["--python-prefix", args.python_prefix] if args.python_prefix else []
-        run(tools / "bin" / "venv-pack", "--prefix", env, "--output", args.output, "--force",
-            "--quiet", *prefix)
-        interpreter = (env / "bin" / "python").resolve()
+        install(tools, env, version, plat, requirements)
+        if prefix:
+            point_at_base_python(env)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        run(tools / "bin" / "venv-pack", "--prefix", env, "--output", output, "--force",
+            "--quiet", *(["--python-prefix", prefix] if prefix else []))
+        interpreter = (Path(prefix) / "bin" / f"python{version}" if prefix
+                       else (env / "bin" / "python").resolve())
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not args.no_check:
-        with tempfile.TemporaryDirectory(prefix="kproto-env-") as tmp:
-            unpack(args.output, Path(tmp))
-            run(Path(tmp) / "bin" / "python", "-c", CHECK, cwd=tmp)
-    size = args.output.stat().st_size
-    print(f"\npacked {wheel.name} + dependencies into {args.output} "
+        check(output, version, plat, prefix)
+    size = output.stat().st_size
+    print(f"\npacked {wheel.name} + dependencies into {output} "
           f"({size / 1e6:.0f} MB) in {time.monotonic() - started:.0f} s")
-    print(f"env/bin/python -> {interpreter} (executors and driver need it at that path)")
-    print(f"env={args.output}")
+    print(f"env/bin/python -> {interpreter} (executors and driver need CPython {version} "
+          f"for {plat} at that path)")
+    print(f"env={output}")
     return 0
 
 
