@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from . import records
+from ._backend import backend
 from .errors import IllegalStateError, KafkaTimeoutError
 from .partitioner import StickyPartitioner
 from .records.batch import HEADER_SIZE as BATCH_OVERHEAD
@@ -44,6 +45,8 @@ from .records.batch import RECORD_OVERHEAD
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "RECORD_OVERHEAD",
            "leaves", "wait_done", "row_sizes", "chunks"]
+
+_murmur2 = backend.murmur2
 
 log = logging.getLogger("kproto.producer")
 
@@ -255,9 +258,12 @@ class RecordAccumulator:
             if self.queued_bytes + size > self.buffer_memory:
                 self._wait_for_buffer(size)
             if partition is None:
-                partition = self.partitioner.sticky.get(topic) if sticky else None
-                if partition is None:
-                    partition = self.partitioner.partition(topic, key, partitions)
+                if sticky:
+                    partition = self.partitioner.sticky.get(topic)
+                    if partition is None:
+                        partition = self.partitioner.partition(topic, key, partitions)
+                else:           # StickyPartitioner.partition's murmur2, inlined (hot)
+                    partition = partitions[(_murmur2(key) & 0x7FFFFFFF) % len(partitions)]
             tp = (topic, partition)
             batch = self._open.get(tp)
             if batch is not None and batch.size + size > self.batch_size:
@@ -279,7 +285,8 @@ class RecordAccumulator:
                 batch.has_headers = True
             batch.count = index + 1
             batch.size += size
-            self._charge(batch, size)
+            batch.charged += size       # (_charge, inlined)
+            self.queued_bytes += size
             if on_done is not None:
                 batch.callbacks.append((index, on_done))
         return batch, index
