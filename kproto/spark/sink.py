@@ -14,6 +14,7 @@ from pyspark.sql.datasource import (
 )
 
 from ..errors import ConfigError
+from .exactly_once import ExactlyOnce, TaskTransaction, abort_all, commit_all
 from .options import _option, client_settings
 
 
@@ -33,10 +34,18 @@ class KprotoWriter(DataSourceArrowWriter):
     waits until every record is acknowledged, so a failure fails the task with
     the broker's error; nothing is dropped silently. Producer settings come from
     ``kafka.``-prefixed options (``kafka.acks``, ``kafka.compression.type``,
-    ``kafka.enable.idempotence``...)."""
+    ``kafka.enable.idempotence``...).
+
+    With ``exactlyOnce=true`` each task writes in a Kafka transaction that the
+    driver commits when Spark commits the job (:mod:`kproto.spark.exactly_once`);
+    otherwise delivery is at-least-once (a retried task writes again)."""
+
+    #: a stream's writer (exactly-once: transactional ids and batch markers per query)
+    streaming = False
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self.settings = client_settings(options, "producer")
+        self.exactly_once = ExactlyOnce.from_options(options, self.settings, self.streaming)
         self.topic = _option(options, "topic")
         names = [f.name for f in schema.fields] if hasattr(schema, "fields") else []
         if "value" not in names:
@@ -49,40 +58,69 @@ class KprotoWriter(DataSourceArrowWriter):
             raise ConfigError(f"columns {sorted(unknown)} cannot be written to Kafka "
                               "(key, value, topic, partition, headers, timestamp)")
 
-    def write(self, iterator: Iterator[Any]) -> KprotoCommitMessage:
+    def write(self, iterator: Iterator[Any]) -> Any:
         from ..producer import Producer
 
         records = batches = 0
         futures = []
-        with Producer(self.settings) as producer:
+        txn = None if self.exactly_once is None else TaskTransaction(self.settings,
+                                                                     self.exactly_once)
+        if txn is not None and txn.skip:
+            return txn.skipped()         # a replayed micro-batch this task committed
+        producer = Producer(self.settings) if txn is None else txn.producer
+        try:
             for batch in iterator:
                 if not batch.num_rows:
                     continue
                 for topic, part in _by_topic(batch, self.topic):
                     futures.append(producer.send_batch(topic, part))
                     records += part.num_rows
+                    if txn is not None:
+                        txn.wrote(topic)
                 batches += 1
             producer.flush()
             for f in futures:
                 f.result()          # the first failure fails the task
+            if txn is not None:
+                return txn.prepare(records, batches)     # left open: the driver commits
+        except BaseException:
+            if txn is not None:
+                txn.abort()
+            raise
+        finally:
+            producer.close()
         return KprotoCommitMessage(records, batches)
 
     def commit(self, messages: list[Any]) -> None:
-        """Every task's records are acknowledged by then: nothing left to do."""
+        """Exactly-once: commit every task's transaction. Otherwise every task's
+        records are acknowledged by then: nothing left to do."""
+        if self.exactly_once is not None:
+            commit_all(messages, self.settings, f"write job {self.exactly_once.job}")
 
     def abort(self, messages: list[Any]) -> None:
-        """Records written by tasks that succeeded stay written (Kafka has no
-        rollback outside transactions), as with Spark's own Kafka sink."""
+        """Exactly-once: abort every task's transaction. Otherwise records written
+        by tasks that succeeded stay written (Kafka has no rollback outside
+        transactions), as with Spark's own Kafka sink."""
+        if self.exactly_once is not None:
+            abort_all(messages, self.settings, self.exactly_once.base())
 
 
 class KprotoStreamWriter(KprotoWriter, DataSourceStreamArrowWriter):
     """``writeStream.format("kproto")``: the same per-task writing, per micro-batch."""
 
+    streaming = True
+
     def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
-        """Every task's records are acknowledged by then."""
+        """Exactly-once: commit every task's transaction of the micro-batch.
+        Otherwise every task's records are acknowledged by then."""
+        if self.exactly_once is not None:
+            commit_all(messages, self.settings, f"micro-batch {batchId}")
 
     def abort(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
-        """Records of tasks that succeeded stay written (at-least-once)."""
+        """Exactly-once: abort the micro-batch's transactions. Otherwise records of
+        tasks that succeeded stay written (at-least-once)."""
+        if self.exactly_once is not None:
+            abort_all(messages, self.settings, self.exactly_once.prefix)
 
 
 def _by_topic(batch: Any, topic: str | None) -> Iterator[tuple[str, Any]]:
