@@ -153,6 +153,8 @@ def _one_loop(loop: Any, schemas: list[Any], finding: type[AssertionError]
             raise finding(f"{len(array)} rows, {array.null_count} nulls for {len(values)} "
                           f"values, {len(bad)} bad")
 
+    for seed in avro_seeds():   # warm up (see make_avro)
+        one_input(seed)
     return one_input
 
 
