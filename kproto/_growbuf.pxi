@@ -15,7 +15,7 @@
 
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
 
 import numpy as _np
@@ -250,7 +250,7 @@ cdef object gb_to_numpy(GrowBuf *b, object dtype):
 cdef struct BinOut:
     GrowBuf offsets      # end offsets: int32, or int64 once ``wide`` (data past 2 GiB)
     GrowBuf data
-    GrowBuf validity     # Arrow bitmap, started at the first null
+    GrowBuf validity     # Arrow bitmap, started at the first null (see bin_cover)
     GrowBuf views        # binary_view mode: 16 bytes a value
     Py_ssize_t rows
     Py_ssize_t nulls
@@ -271,32 +271,40 @@ cdef int bin_init(BinOut *o, Py_ssize_t rows, Py_ssize_t data, bint views) excep
 
 cdef void bin_free(BinOut *o) noexcept nogil:
     gb_free(&o.offsets)
-    gb_free(&o.data)
     gb_free(&o.validity)
+    gb_free(&o.data)
     gb_free(&o.views)
 
 
-cdef int bin_set_validity(BinOut *o, bint valid) except -1 nogil:
-    """Slow path: keep the bitmap for row ``o.rows`` (created at the first null, all-valid
-    before it)."""
-    cdef Py_ssize_t row = o.rows
-    cdef Py_ssize_t byte = row >> 3
-    if not valid:
-        o.nulls += 1
-        if o.validity.len == 0:
-            gb_reserve(&o.validity, byte + 1)
-            memset(o.validity.data, 0xFF, <size_t> (byte + 1))
-            o.validity.len = byte + 1
-    while o.validity.len <= byte:
-        if o.validity.len + 1 > o.validity.cap:
-            gb_reserve(&o.validity, 1)
-        o.validity.data[o.validity.len] = <char> 0
-        o.validity.len += 1
-    if valid:
-        o.validity.data[byte] = <char> ((<uint8_t> o.validity.data[byte]) | (1 << (row & 7)))
-    else:
-        o.validity.data[byte] = <char> ((<uint8_t> o.validity.data[byte]) & ~(1 << (row & 7)))
+# The bitmap, once a null has started it, is kept a step ahead of the rows: every row up to
+# the ones reserved (bin_cover) is already marked valid, so appending a non-null value never
+# touches it and a null only clears its bit. bin_to_column trims it to the rows.
+
+cdef int bin_cover(BinOut *o, Py_ssize_t rows) except -1 nogil:
+    """If the column has a bitmap, mark rows up to ``rows`` valid ahead of time."""
+    cdef Py_ssize_t need = (rows + 7) >> 3
+    if o.validity.len == 0 or need <= o.validity.len:
+        return 0
+    gb_reserve(&o.validity, need - o.validity.len)
+    memset(o.validity.data + o.validity.len, 0xFF, <size_t> (need - o.validity.len))
+    o.validity.len = need
     return 0
+
+
+cdef int bin_start_validity(BinOut *o, Py_ssize_t rows) except -1 nogil:
+    """The first null: a bitmap with rows up to ``rows`` (at least the current one) valid."""
+    cdef Py_ssize_t need = ((rows if rows > o.rows else o.rows + 1) + 7) >> 3
+    gb_reserve(&o.validity, need)
+    memset(o.validity.data, 0xFF, <size_t> need)
+    o.validity.len = need
+    return 0
+
+
+cdef inline void bin_clear_valid(BinOut *o) noexcept nogil:
+    """Row ``o.rows`` is null (the bitmap covers it)."""
+    o.validity.data[o.rows >> 3] = <char> ((<uint8_t> o.validity.data[o.rows >> 3])
+                                           & ~(1 << (o.rows & 7)))
+    o.nulls += 1
 
 
 cdef int bin_widen(BinOut *o) except -1 nogil:
@@ -312,47 +320,75 @@ cdef int bin_widen(BinOut *o) except -1 nogil:
     return 0
 
 
-cdef inline int bin_append(BinOut *o, const unsigned char *p, Py_ssize_t n, bint views,
-                           int32_t buf_index, Py_ssize_t buf_pos) except -1 nogil:
-    """Append a value (n == -1: null). In views mode, reference it in buffer ``buf_index``
-    at ``buf_pos`` instead of copying (values of up to 12 bytes are inlined)."""
-    cdef char *v
-    if n < 0 or o.validity.len:
-        bin_set_validity(o, n >= 0)
+cdef int bin_append(BinOut *o, const unsigned char *p, Py_ssize_t n, bint views,
+                    int32_t buf_index, Py_ssize_t buf_pos) except -1 nogil:
+    """Append a value (n == -1: null), any case, checking room. In views mode, reference it
+    in buffer ``buf_index`` at ``buf_pos`` instead of copying (up to 12 bytes inlined)."""
+    if n < 0 and o.validity.len == 0:
+        bin_start_validity(o, o.rows + 1)
+    elif o.validity.len:
+        bin_cover(o, o.rows + 1)
+    if n < 0:
+        bin_clear_valid(o)
     if views:
         if o.views.len + 16 > o.views.cap:
             gb_reserve(&o.views, 16)
-        v = o.views.data + o.views.len
-        memset(v, 0, 16)
-        if n > 0:
-            (<int32_t *> v)[0] = <int32_t> n
-            if n <= 12:
-                memcpy(v + 4, p, <size_t> n)
-            else:
-                memcpy(v + 4, p, 4)
-                (<int32_t *> v)[2] = buf_index
-                (<int32_t *> v)[3] = <int32_t> buf_pos
-        o.views.len += 16
+        view_put(o, p, n, buf_index, buf_pos)
+        return 0
+    if n > 0:
+        if o.data.len + n > o.data.cap:
+            gb_reserve(&o.data, n)
+        memcpy(o.data.data + o.data.len, p, <size_t> n)
+        o.data.len += n
+    if o.wide:
+        gb_put_i64(&o.offsets, o.data.len)
+    elif o.data.len > 0x7FFFFFFF:
+        bin_widen(o)
+        gb_put_i64(&o.offsets, o.data.len)
     else:
-        if n > 0:
-            if o.data.len + n > o.data.cap:
-                gb_reserve(&o.data, n)
-            memcpy(o.data.data + o.data.len, p, <size_t> n)
-            o.data.len += n
-        if o.wide:
-            gb_put_i64(&o.offsets, o.data.len)
-        elif o.data.len > 0x7FFFFFFF:
-            bin_widen(o)
-            gb_put_i64(&o.offsets, o.data.len)
-        else:
-            gb_put_i32(&o.offsets, <int32_t> o.data.len)
+        gb_put_i32(&o.offsets, <int32_t> o.data.len)
     o.rows += 1
     return 0
 
 
+# Appends into room already reserved (no checks): the record loop's.
+
+cdef inline void copy_put(BinOut *o, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """Copy mode, int32 offsets: a value of ``n >= 0`` bytes."""
+    if n > 0:
+        memcpy(o.data.data + o.data.len, p, <size_t> n)
+        o.data.len += n
+    (<int32_t *> (o.offsets.data + o.offsets.len))[0] = <int32_t> o.data.len
+    o.offsets.len += 4
+    o.rows += 1
+
+
+cdef inline void view_put(BinOut *o, const unsigned char *p, Py_ssize_t n, int32_t buf_index,
+                          Py_ssize_t buf_pos) noexcept nogil:
+    """Views mode: the 16-byte view of a value of ``n`` bytes (a null: ``n < 0``, all zero)."""
+    cdef uint64_t *v = <uint64_t *> (o.views.data + o.views.len)
+    cdef uint32_t prefix = 0
+    if n > 12:
+        memcpy(&prefix, p, 4)
+        v[0] = (<uint64_t> <uint32_t> n) | ((<uint64_t> prefix) << 32)
+        v[1] = (<uint64_t> <uint32_t> buf_index) | ((<uint64_t> <uint32_t> buf_pos) << 32)
+    else:
+        v[0] = 0
+        v[1] = 0
+        if n > 0:
+            (<int32_t *> v)[0] = <int32_t> n
+            memcpy((<char *> v) + 4, p, <size_t> n)
+    o.views.len += 16
+    o.rows += 1
+
+
 cdef object bin_to_column(BinOut *o, bint views, list buffers):
     validity = None
-    if o.nulls:
+    if o.nulls:     # trim the bitmap kept ahead of the rows; padding bits 0, as Arrow writes
+        o.validity.len = (o.rows + 7) >> 3
+        if o.rows & 7:
+            o.validity.data[o.validity.len - 1] = <char> (
+                (<uint8_t> o.validity.data[o.validity.len - 1]) & ((1 << (o.rows & 7)) - 1))
         validity = gb_to_numpy(&o.validity, _np.uint8)
     if views:
         return _BinaryViewColumn(gb_to_numpy(&o.views, _np.uint8), buffers, validity, o.nulls)

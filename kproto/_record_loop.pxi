@@ -27,10 +27,18 @@ cdef extern from *:
     /* timestamps wrap around, as Java's long arithmetic does */
     static inline int64_t kp_wrapping_add(int64_t a, int64_t b) {
         return (int64_t)((uint64_t)a + (uint64_t)b); }
+    /* n bytes from src (src_end: where the readable bytes end) to dst, which has room for
+       16 more bytes than it needs: short values move as one 16-byte copy, without a call */
+    static inline __attribute__((always_inline)) void kp_copy(
+            char *dst, const unsigned char *src, int64_t n, const unsigned char *src_end) {
+        if (n <= 16 && src_end - src >= 16) memcpy(dst, src, 16);
+        else memcpy(dst, src, (size_t)n); }
     """
     bint kp_add_overflows(int64_t a, int64_t b, int64_t *out) nogil
     bint kp_sub_overflows(int64_t a, int64_t b, int64_t *out) nogil
     int64_t kp_wrapping_add(int64_t a, int64_t b) nogil
+    void kp_copy(char *dst, const unsigned char *src, int64_t n,
+                 const unsigned char *src_end) nogil
 
 
 # ---------------------------------------------------------------- decoder state
@@ -100,33 +108,9 @@ cdef inline int read_varint(Decoder *d, const unsigned char **pp, const unsigned
     return 0
 
 
-cdef inline int read_varint_fast(Decoder *d, const unsigned char **pp,
-                                 const unsigned char *end, int64_t *out, int max_bytes,
-                                 const unsigned char *base) noexcept nogil:
-    """One-byte varints (almost all of them in records) inline; the rest via read_varint."""
-    cdef const unsigned char *p = pp[0]
-    cdef uint8_t b
-    if p < end:
-        b = p[0]
-        if b < 0x80:
-            out[0] = <int64_t> ((b >> 1) ^ (-(b & 1)))
-            pp[0] = p + 1
-            return 0
-    return read_varint(d, pp, end, out, max_bytes, base)
-
-
-cdef inline void bin_append_reserved(BinOut *o, const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    """Copy-mode append of a non-null value into room reserved for the batch (no checks)."""
-    if n > 0:
-        memcpy(o.data.data + o.data.len, p, <size_t> n)
-        o.data.len += n
-    (<int32_t *> (o.offsets.data + o.offsets.len))[0] = <int32_t> o.data.len
-    o.offsets.len += 4
-    o.rows += 1
-
-
 cdef int reserve_batch(Decoder *d, Py_ssize_t rows, Py_ssize_t nbytes) except -1 nogil:
-    """Room for ``rows`` records whose keys and values total at most ``nbytes``."""
+    """Room for ``rows`` records whose keys and values total at most ``nbytes``, and the
+    key and value bitmaps (if any) marked valid ahead for them."""
     gb_reserve(&d.offset, 8 * rows)
     gb_reserve(&d.timestamp, 8 * rows)
     gb_reserve(&d.ts_type, 4 * rows)
@@ -134,11 +118,52 @@ cdef int reserve_batch(Decoder *d, Py_ssize_t rows, Py_ssize_t nbytes) except -1
     if d.views:
         gb_reserve(&d.key.views, 16 * rows)
         gb_reserve(&d.value.views, 16 * rows)
-    else:
+    else:                       # (16 more bytes: kp_copy's slack)
         gb_reserve(&d.key.offsets, 8 * rows)
-        gb_reserve(&d.key.data, nbytes)
+        gb_reserve(&d.key.data, nbytes + 16)
         gb_reserve(&d.value.offsets, 8 * rows)
-        gb_reserve(&d.value.data, nbytes)
+        gb_reserve(&d.value.data, nbytes + 16)
+    bin_cover(&d.key, d.key.rows + rows)
+    bin_cover(&d.value, d.value.rows + rows)
+    return 0
+
+
+cdef int reserve_headers(Decoder *d, Py_ssize_t nbytes) except -1 nogil:
+    """Room for the headers of a batch of ``nbytes`` (a header takes at least 2 bytes, and
+    its key and value fit in the batch). Returns 1, or 0 when the header columns take the
+    checked appends (data near 2 GiB)."""
+    cdef Py_ssize_t count = nbytes // 2 + 1
+    if (d.hkey.wide or d.hvalue.wide or d.hkey.data.len + nbytes > 0x7FFFFFFF
+            or d.hvalue.data.len + nbytes > 0x7FFFFFFF):
+        return 0
+    gb_reserve(&d.hkey.offsets, 4 * count)
+    gb_reserve(&d.hkey.data, nbytes + 16)
+    gb_reserve(&d.hvalue.offsets, 4 * count)
+    gb_reserve(&d.hvalue.data, nbytes + 16)
+    bin_cover(&d.hvalue, d.hvalue.rows + count)
+    return 1
+
+
+cdef enum PutMode:
+    PUT_VIEW = 0        # binary_view: 16 bytes a value, room reserved
+    PUT_COPY = 1        # copy into room reserved, int32 offsets
+    PUT_CHECKED = 2     # bin_append: checks room, widens offsets past 2 GiB
+
+
+cdef inline int put_value(BinOut *o, int mode, const unsigned char *p, int64_t n,
+                          int32_t buf_index, Py_ssize_t buf_pos,
+                          Py_ssize_t cover) except -1 nogil:
+    """A key or value (``n < 0``: null); ``cover``: the rows reserved, for a first null."""
+    if mode == PUT_CHECKED:
+        return bin_append(o, p, n, False, 0, 0)
+    if n < 0:
+        if o.validity.len == 0:
+            bin_start_validity(o, cover)
+        bin_clear_valid(o)
+    if mode == PUT_VIEW:
+        view_put(o, p, n, buf_index, buf_pos)
+    else:
+        copy_put(o, p, n if n > 0 else 0)
     return 0
 
 
@@ -154,127 +179,374 @@ cdef inline int take(Decoder *d, const unsigned char **pp, const unsigned char *
     return 0
 
 
+# ---------------------------------------------------------------- one record, checked
+
+cdef struct Fields:             # what a record holds besides its headers
+    int64_t ts_delta
+    int64_t offset_delta
+    const unsigned char *key
+    int64_t key_len
+    const unsigned char *value
+    int64_t value_len
+    int64_t header_count
+
+
+cdef int record_checked(Decoder *d, const unsigned char **pp, const unsigned char *end,
+                        const unsigned char *base, Fields *f, int64_t base_offset,
+                        int64_t *offset) except -1 nogil:
+    """The record at ``pp[0]``, every byte checked, its headers appended if it is kept:
+    the path of anything the fast path does not take, and of every error (-2, ``d.err``)."""
+    cdef const unsigned char *p = pp[0]
+    cdef const unsigned char *rec_start = p
+    cdef const unsigned char *rec_end
+    cdef const unsigned char *hk
+    cdef const unsigned char *hv
+    cdef int64_t length, hk_len, hv_len
+    cdef int32_t h
+    cdef bint keep
+    if read_varint(d, &p, end, &length, 5, base) < 0:
+        return -2
+    if length < 0:
+        d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, rec_start - base, "record"
+        return -2
+    if length > end - p:
+        d.err, d.err_pos, d.err_what = ERR_RECORD_PAST_END, rec_start - base, "record"
+        return -2
+    rec_end = p + length
+    if take(d, &p, rec_end, 1, "record attributes", base) < 0:
+        return -2
+    if read_varint(d, &p, rec_end, &f.ts_delta, 10, base) < 0:
+        return -2
+    if read_varint(d, &p, rec_end, &f.offset_delta, 5, base) < 0:
+        return -2
+    if read_varint(d, &p, rec_end, &f.key_len, 5, base) < 0:
+        return -2
+    f.key = p
+    if f.key_len >= 0:
+        if take(d, &p, rec_end, f.key_len, "key", base) < 0:
+            return -2
+    elif f.key_len != -1:
+        d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "key"
+        return -2
+    if read_varint(d, &p, rec_end, &f.value_len, 5, base) < 0:
+        return -2
+    f.value = p
+    if f.value_len >= 0:
+        if take(d, &p, rec_end, f.value_len, "value", base) < 0:
+            return -2
+    elif f.value_len != -1:
+        d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "value"
+        return -2
+    if read_varint(d, &p, rec_end, &f.header_count, 5, base) < 0:
+        return -2
+    if f.header_count < 0 or f.header_count > rec_end - p:
+        d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "header count"
+        return -2
+    if kp_add_overflows(base_offset, f.offset_delta, offset):
+        d.err, d.err_pos, d.err_what = ERR_OFFSET_OVERFLOW, rec_start - base, "record"
+        return -2
+    keep = offset[0] >= d.start_offset
+    for h in range(<int32_t> f.header_count):
+        if read_varint(d, &p, rec_end, &hk_len, 5, base) < 0:
+            return -2
+        hk = p
+        if take(d, &p, rec_end, hk_len, "header key", base) < 0:
+            return -2
+        if read_varint(d, &p, rec_end, &hv_len, 5, base) < 0:
+            return -2
+        hv = p
+        if hv_len >= 0:
+            if take(d, &p, rec_end, hv_len, "header value", base) < 0:
+                return -2
+        elif hv_len != -1:
+            d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "header value"
+            return -2
+        if keep:
+            bin_append(&d.hkey, hk, hk_len, False, 0, 0)
+            bin_append(&d.hvalue, hv, hv_len, False, 0, 0)
+    if p != rec_end:
+        d.err, d.err_pos, d.err_what = ERR_RECORD_LENGTH_MISMATCH, rec_start - base, "record"
+        return -2
+    pp[0] = p
+    return 0
+
+
 # ---------------------------------------------------------------- magic 2 records
+
+cdef extern from *:
+    """
+    /* The fast path's varint: 1 or 2 bytes, zigzagged, at q with 2 bytes readable. Returns
+       the position after it, or NULL for anything longer (the checked path takes those). */
+    static inline __attribute__((always_inline)) const unsigned char *kp_varint12(
+            const unsigned char *q, int64_t *out) {
+        uint32_t u = q[0];
+        if (u >= 0x80) {
+            if (q[1] >= 0x80) return NULL;
+            u = (u & 0x7F) | ((uint32_t)q[1] << 7);
+            q++;
+        }
+        *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+        return q + 1;
+    }
+    """
+    const unsigned char *kp_varint12(const unsigned char *q, int64_t *out) nogil
+
 
 cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t start,
                            Py_ssize_t stop, int64_t base_offset, int64_t base_ts,
                            int64_t max_ts, int32_t ts_type, int32_t count,
                            int32_t buf_index) except -1 nogil:
     """Append the ``count`` records in ``base[start:stop]``; they must fill it exactly.
-    Returns -2 with ``d.err`` set on malformed input; -1 means a Python exception."""
+    Returns -2 with ``d.err`` set on malformed input; -1 means a Python exception.
+
+    Each record goes through the fast path, which reads its fields with as few checks as
+    its length allows and takes up to 2-byte varints and headers with non-null values; it
+    gives up on anything else (undoing the headers it appended), and the record is read
+    again by record_checked, which reports errors. Both leave the same columns."""
     cdef const unsigned char *p = base + start
     cdef const unsigned char *end = base + stop
-    cdef const unsigned char *rec_end
+    cdef const unsigned char *q
     cdef const unsigned char *rec_start
-    cdef const unsigned char *key
-    cdef const unsigned char *value
+    cdef const unsigned char *rec_end
     cdef const unsigned char *hk
     cdef const unsigned char *hv
-    cdef int64_t length, ts_delta, offset_delta, key_len, value_len, header_count
-    cdef int64_t hk_len, hv_len, offset
+    cdef Fields f
+    cdef int64_t length, hk_len, hv_len, offset
     cdef int32_t i, h
-    cdef bint keep
+    cdef bint keep, fast
+    cdef Py_ssize_t hk_rows, hk_data, hk_offsets, hv_rows, hv_data, hv_offsets
+    cdef int hmode = -1         # header appends: unknown until the batch's first header
+    cdef Py_ssize_t hcover = 0  # header rows reserved (for a first null value)
     # A record takes at least 7 bytes, so this batch adds at most that many rows, and its
     # keys and values fit in its own length: reserve once, append unchecked below.
-    cdef Py_ssize_t rows = (stop - start) // 7
+    cdef Py_ssize_t nbytes = stop - start
+    cdef Py_ssize_t rows = nbytes // 7
     if count < rows:
         rows = count
-    if reserve_batch(d, rows, stop - start) < 0:
+    if reserve_batch(d, rows, nbytes) < 0:
         return -1
+    cdef Py_ssize_t cover = d.key.rows + rows
+    cdef int kmode = PUT_VIEW if d.views else (
+        PUT_COPY if not d.key.wide and d.key.data.len + nbytes <= 0x7FFFFFFF else PUT_CHECKED)
+    cdef int vmode = PUT_VIEW if d.views else (
+        PUT_COPY if not d.value.wide and d.value.data.len + nbytes <= 0x7FFFFFFF
+        else PUT_CHECKED)
+    # The fixed-width columns through local cursors: stores through them never make the
+    # compiler reload the Decoder (char stores alias everything); written back below.
+    cdef int64_t *w_offset = <int64_t *> (d.offset.data + d.offset.len)
+    cdef int64_t *w_timestamp = <int64_t *> (d.timestamp.data + d.timestamp.len)
+    cdef int32_t *w_ts_type = <int32_t *> (d.ts_type.data + d.ts_type.len)
+    cdef int32_t *w_header_offsets = <int32_t *> (d.header_offsets.data + d.header_offsets.len)
+    cdef int64_t *w_first = w_offset
+    cdef int64_t *w_limit = w_offset + rows           # never reached: rows are reserved
+    cdef int32_t headers_total = d.headers_total
+    # ... and so are the keys' and values' (data length, offsets or views)
+    cdef Py_ssize_t key_rows = d.key.rows
+    cdef char *k_data = d.key.data.data
+    cdef char *v_data = d.value.data.data
+    cdef Py_ssize_t k_len = d.key.data.len
+    cdef Py_ssize_t v_len = d.value.data.len
+    cdef int32_t *k_offsets = NULL
+    cdef int32_t *v_offsets = NULL
+    cdef uint64_t *k_views = NULL
+    cdef uint64_t *v_views = NULL
+    if d.views:
+        k_views = <uint64_t *> (d.key.views.data + d.key.views.len)
+        v_views = <uint64_t *> (d.value.views.data + d.value.views.len)
+    else:
+        k_offsets = <int32_t *> (d.key.offsets.data + d.key.offsets.len)
+        v_offsets = <int32_t *> (d.value.offsets.data + d.value.offsets.len)
+    if d.offset.len // 8 + rows > 0x7FFFFFFF:
+        w_limit = w_offset + (0x7FFFFFFF - d.offset.len // 8)
     for i in range(count):
+        # ---- the fast path: one pass of a loop, left by break when it gives up
         rec_start = p
-        if read_varint_fast(d, &p, end, &length, 5, base) < 0:
-            return -2
-        if length < 0:
-            d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, rec_start - base, "record"
-            return -2
-        if length > end - p:
-            d.err, d.err_pos, d.err_what = ERR_RECORD_PAST_END, rec_start - base, "record"
-            return -2
-        rec_end = p + length
-        if take(d, &p, rec_end, 1, "record attributes", base) < 0:
-            return -2
-        if read_varint_fast(d, &p, rec_end, &ts_delta, 10, base) < 0:
-            return -2
-        if read_varint_fast(d, &p, rec_end, &offset_delta, 5, base) < 0:
-            return -2
-        if read_varint_fast(d, &p, rec_end, &key_len, 5, base) < 0:
-            return -2
-        key = p
-        if key_len >= 0:
-            if take(d, &p, rec_end, key_len, "key", base) < 0:
-                return -2
-        elif key_len != -1:
-            d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "key"
-            return -2
-        if read_varint_fast(d, &p, rec_end, &value_len, 5, base) < 0:
-            return -2
-        value = p
-        if value_len >= 0:
-            if take(d, &p, rec_end, value_len, "value", base) < 0:
-                return -2
-        elif value_len != -1:
-            d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "value"
-            return -2
-        if read_varint_fast(d, &p, rec_end, &header_count, 5, base) < 0:
-            return -2
-        if header_count < 0 or header_count > rec_end - p:
-            d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "header count"
-            return -2
-        if kp_add_overflows(base_offset, offset_delta, &offset):
-            d.err, d.err_pos, d.err_what = ERR_OFFSET_OVERFLOW, rec_start - base, "record"
-            return -2
-        keep = offset >= d.start_offset
-        for h in range(<int32_t> header_count):
-            if read_varint_fast(d, &p, rec_end, &hk_len, 5, base) < 0:
-                return -2
-            hk = p
-            if take(d, &p, rec_end, hk_len, "header key", base) < 0:
-                return -2
-            if read_varint_fast(d, &p, rec_end, &hv_len, 5, base) < 0:
-                return -2
-            hv = p
-            if hv_len >= 0:
-                if take(d, &p, rec_end, hv_len, "header value", base) < 0:
-                    return -2
-            elif hv_len != -1:
-                d.err, d.err_pos, d.err_what = ERR_NEGATIVE_LENGTH, p - base, "header value"
-                return -2
-            if keep:
-                bin_append(&d.hkey, hk, hk_len, False, 0, 0)
-                bin_append(&d.hvalue, hv, hv_len, False, 0, 0)
-        if p != rec_end:
-            d.err, d.err_pos, d.err_what = ERR_RECORD_LENGTH_MISMATCH, rec_start - base, "record"
-            return -2
+        fast = False
+        hk_rows = -1
+        while True:
+            if end - p < 2:
+                break
+            q = kp_varint12(p, &length)
+            # a body of 8 bytes or more holds the 7 bytes of attributes and the first three
+            # varints (2 bytes each at most here): read them without checks
+            if q == NULL or length < 8 or length > end - q:
+                break
+            rec_end = q + length
+            q = kp_varint12(q + 1, &f.ts_delta)             # (q[0]: the attributes)
+            if q == NULL:
+                break
+            q = kp_varint12(q, &f.offset_delta)
+            if q == NULL:
+                break
+            q = kp_varint12(q, &f.key_len)
+            if q == NULL:
+                break
+            f.key = q
+            if f.key_len >= 0:
+                if f.key_len > rec_end - q:
+                    break
+                q += f.key_len
+            elif f.key_len != -1:
+                break
+            if rec_end - q < 2:                          # the value length and the count
+                break
+            q = kp_varint12(q, &f.value_len)
+            if q == NULL:
+                break
+            f.value = q
+            if f.value_len >= 0:
+                if f.value_len >= rec_end - q:           # (the header count follows)
+                    break
+                q += f.value_len
+            elif f.value_len != -1 or q >= rec_end:
+                break
+            f.header_count = (q[0] >> 1) ^ -(q[0] & 1)   # one byte: up to 63 headers
+            if q[0] >= 0x80 or f.header_count < 0:
+                break
+            q += 1
+            if kp_add_overflows(base_offset, f.offset_delta, &offset):
+                break
+            keep = offset >= d.start_offset
+            if f.header_count:
+                if keep:
+                    if hmode < 0:
+                        hmode = reserve_headers(d, nbytes)
+                        hcover = d.hvalue.rows + nbytes // 2 + 1
+                    if not hmode:
+                        break
+                    hk_rows, hk_data, hk_offsets = d.hkey.rows, d.hkey.data.len, d.hkey.offsets.len
+                    hv_rows, hv_data, hv_offsets = (d.hvalue.rows, d.hvalue.data.len,
+                                                    d.hvalue.offsets.len)
+                for h in range(<int32_t> f.header_count):
+                    if rec_end - q < 2:
+                        break
+                    q = kp_varint12(q, &hk_len)
+                    if q == NULL or hk_len < 0 or hk_len >= rec_end - q:
+                        break
+                    hk = q
+                    q += hk_len                             # (at least a byte is left)
+                    if rec_end - q >= 2:
+                        q = kp_varint12(q, &hv_len)
+                    elif q[0] < 0x80:
+                        hv_len = (q[0] >> 1) ^ -(q[0] & 1)
+                        q += 1
+                    else:
+                        break
+                    if q == NULL or hv_len < 0 or hv_len > rec_end - q:
+                        break
+                    hv = q
+                    q += hv_len
+                    if keep:
+                        copy_fast(&d.hkey, hk, hk_len, end)
+                        copy_fast(&d.hvalue, hv, hv_len, end)
+                else:
+                    fast = q == rec_end
+                break
+            fast = q == rec_end
+            break
+        if fast:
+            p = rec_end
+        else:
+            if hk_rows >= 0:            # undo the headers appended before giving up
+                d.hkey.rows, d.hkey.data.len, d.hkey.offsets.len = hk_rows, hk_data, hk_offsets
+                d.hvalue.rows, d.hvalue.data.len, d.hvalue.offsets.len = (hv_rows, hv_data,
+                                                                          hv_offsets)
+            if record_checked(d, &p, end, base, &f, base_offset, &offset) != 0:
+                return -2 if d.err else -1
+            keep = offset >= d.start_offset
+            if hmode > 0:       # its header values may have started a bitmap: cover the batch
+                bin_cover(&d.hvalue, hcover)
         if keep:
-            if d.offset.len // 8 >= 0x7FFFFFFF:
+            if w_offset == w_limit:
                 d.err, d.err_pos, d.err_what = ERR_TOO_MANY_ROWS, rec_start - base, "record"
                 return -2
-            (<int64_t *> (d.offset.data + d.offset.len))[0] = offset
-            d.offset.len += 8
-            (<int64_t *> (d.timestamp.data + d.timestamp.len))[0] = (
-                max_ts if ts_type == 1 else kp_wrapping_add(base_ts, ts_delta))
-            d.timestamp.len += 8
-            (<int32_t *> (d.ts_type.data + d.ts_type.len))[0] = ts_type
-            d.ts_type.len += 4
-            d.headers_total += <int32_t> header_count
-            (<int32_t *> (d.header_offsets.data + d.header_offsets.len))[0] = d.headers_total
-            d.header_offsets.len += 4
-            # common case: copy mode, no nulls so far, offsets staying 32-bit
-            if (key_len >= 0 and not d.views and not d.key.validity.len
-                    and d.key.data.len + (stop - start) <= 0x7FFFFFFF):
-                bin_append_reserved(&d.key, key, key_len)
+            w_offset[0] = offset
+            w_offset += 1
+            w_timestamp[0] = max_ts if ts_type == 1 else kp_wrapping_add(base_ts, f.ts_delta)
+            w_timestamp += 1
+            w_ts_type[0] = ts_type
+            w_ts_type += 1
+            headers_total += <int32_t> f.header_count
+            w_header_offsets[0] = headers_total
+            w_header_offsets += 1
+            # keys and values: the common cases inline, on the local cursors
+            if kmode == PUT_COPY and f.key_len >= 0:
+                kp_copy(k_data + k_len, f.key, f.key_len, end)
+                k_len += f.key_len
+                k_offsets[0] = <int32_t> k_len
+                k_offsets += 1
+            elif kmode == PUT_VIEW and f.key_len > 12:
+                k_views[0] = view_head(f.key, f.key_len)
+                k_views[1] = view_tail(buf_index, f.key - base)
+                k_views += 2
             else:
-                bin_append(&d.key, key, key_len, d.views, buf_index, key - base)
-            if (value_len >= 0 and not d.views and not d.value.validity.len
-                    and d.value.data.len + (stop - start) <= 0x7FFFFFFF):
-                bin_append_reserved(&d.value, value, value_len)
+                col_sync(&d.key, k_len, <char *> k_offsets, <char *> k_views,
+                         key_rows + (w_offset - w_first) - 1)
+                put_value(&d.key, kmode, f.key, f.key_len, buf_index, f.key - base, cover)
+                k_len = d.key.data.len
+                k_offsets = <int32_t *> (d.key.offsets.data + d.key.offsets.len)
+                k_views = <uint64_t *> (d.key.views.data + d.key.views.len)
+            if vmode == PUT_COPY and f.value_len >= 0:
+                kp_copy(v_data + v_len, f.value, f.value_len, end)
+                v_len += f.value_len
+                v_offsets[0] = <int32_t> v_len
+                v_offsets += 1
+            elif vmode == PUT_VIEW and f.value_len > 12:
+                v_views[0] = view_head(f.value, f.value_len)
+                v_views[1] = view_tail(buf_index, f.value - base)
+                v_views += 2
             else:
-                bin_append(&d.value, value, value_len, d.views, buf_index, value - base)
+                col_sync(&d.value, v_len, <char *> v_offsets, <char *> v_views,
+                         key_rows + (w_offset - w_first) - 1)
+                put_value(&d.value, vmode, f.value, f.value_len, buf_index, f.value - base,
+                          cover)
+                v_len = d.value.data.len
+                v_offsets = <int32_t *> (d.value.offsets.data + d.value.offsets.len)
+                v_views = <uint64_t *> (d.value.views.data + d.value.views.len)
     if p != end:
         d.err, d.err_pos, d.err_what = ERR_TRAILING_RECORD_BYTES, p - base, "batch"
         return -2
+    d.offset.len += (w_offset - w_first) * 8
+    d.timestamp.len += (w_offset - w_first) * 8
+    d.ts_type.len += (w_offset - w_first) * 4
+    d.header_offsets.len += (w_offset - w_first) * 4
+    d.headers_total = headers_total
+    col_sync(&d.key, k_len, <char *> k_offsets, <char *> k_views, key_rows + (w_offset - w_first))
+    col_sync(&d.value, v_len, <char *> v_offsets, <char *> v_views,
+             key_rows + (w_offset - w_first))
     return 0
+
+
+cdef inline uint64_t view_head(const unsigned char *p, int64_t n) noexcept nogil:
+    """The first 8 bytes of the view of a value of ``n > 12`` bytes: length, prefix."""
+    cdef uint32_t prefix
+    memcpy(&prefix, p, 4)
+    return (<uint64_t> <uint32_t> n) | ((<uint64_t> prefix) << 32)
+
+
+cdef inline uint64_t view_tail(int32_t buf_index, Py_ssize_t pos) noexcept nogil:
+    return (<uint64_t> <uint32_t> buf_index) | ((<uint64_t> <uint32_t> pos) << 32)
+
+
+cdef inline void copy_fast(BinOut *o, const unsigned char *p, int64_t n,
+                           const unsigned char *src_end) noexcept nogil:
+    """copy_put of a value of ``n >= 0`` bytes, with kp_copy's 16 bytes of slack reserved."""
+    kp_copy(o.data.data + o.data.len, p, n, src_end)
+    o.data.len += n
+    (<int32_t *> (o.offsets.data + o.offsets.len))[0] = <int32_t> o.data.len
+    o.offsets.len += 4
+    o.rows += 1
+
+
+cdef inline void col_sync(BinOut *o, Py_ssize_t data_len, char *offsets_end, char *views_end,
+                          Py_ssize_t rows) noexcept nogil:
+    """Write a column's local cursors back (only the buffers of its mode are touched)."""
+    if o.views.data != NULL:
+        o.views.len = views_end - o.views.data
+    if o.offsets.data != NULL:
+        o.offsets.len = offsets_end - o.offsets.data
+        o.data.len = data_len
+    o.rows = rows
 
 
 # ---------------------------------------------------------------- errors (cold)

@@ -136,3 +136,161 @@ def test_decoding_threads_share_the_pool(pool) -> None:
     for t in threads:
         t.join()
     assert not failures, failures[0]
+
+
+# --------------------------------------------------------------------------- record shapes
+#
+# The loop reads a record on a fast path (varints of up to 2 bytes, a one-byte header count,
+# non-null header values, bodies of 8 bytes or more) and gives up on anything else, undoing
+# the headers it appended, for the checked reader. Records written byte by byte put every
+# field on each side of those lines, non-canonical varints included.
+
+
+def _uvarint(u: int, pad: int = 0) -> bytes:
+    """Base-128 bytes of ``u``, with ``pad`` redundant continuation bytes (non-canonical,
+    accepted as Kafka does)."""
+    out = bytearray()
+    while True:
+        b, u = u & 0x7F, u >> 7
+        if u == 0 and pad == 0:
+            out.append(b)
+            return bytes(out)
+        out.append(b | 0x80)
+        if u == 0:
+            pad -= 1
+
+
+def _varint(n: int, pad: int = 0) -> bytes:
+    return _uvarint((n << 1) ^ (n >> 63), pad)
+
+
+def _bytes(b: bytes | None, pad: int = 0) -> bytes:
+    return _varint(-1, pad) if b is None else _varint(len(b), pad) + b
+
+
+def _record(key: bytes | None, value: bytes | None, headers=(), *, ts_delta: int = 0,
+            offset_delta: int = 0, pads: tuple[int, ...] = (0,) * 8) -> bytes:
+    """One record; ``pads[i]`` pads the i-th varint (length, timestamp delta, offset delta,
+    key length, value length, header count, header key length, header value length)."""
+    body = (b"\x00" + _varint(ts_delta, pads[1]) + _varint(offset_delta, pads[2])
+            + _bytes(key, pads[3]) + _bytes(value, pads[4]) + _varint(len(headers), pads[5]))
+    for hk, hv in headers:
+        body += _bytes(hk.encode(), pads[6]) + _bytes(hv, pads[7])
+    return _varint(len(body), pads[0]) + body
+
+
+def _raw_batch(records_: list[bytes], base_offset: int = 0, last_delta: int | None = None,
+               base_ts: int = 1_700_000_000_000) -> bytes:
+    import struct
+
+    import crc32c
+
+    body = (struct.pack(">hiqqqhii", 0, len(records_) - 1 if last_delta is None else last_delta,
+                        base_ts, base_ts, -1, -1, -1, len(records_)) + b"".join(records_))
+    head = struct.pack(">qiibI", base_offset, len(body) + 9, 0, 2, crc32c.crc32c(body))
+    return head + body
+
+
+def _both(data: bytes, **kw) -> None:
+    """Both twins, both binary modes: the same columns."""
+    for binary_view in (False, True):
+        fast = _codec.decode_records(data, binary_view=binary_view, **kw)
+        assert_same_columns(fast, pure.decode_records(data, binary_view=binary_view, **kw))
+
+
+# a field value for each side of the 1-, 2- and 3-byte varint lines (zigzag: 63/64, 8191/8192)
+SIZES = [0, 1, 12, 13, 16, 17, 63, 64, 200, 8191, 8192]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_key_and_value_lengths_across_the_varint_lines(size: int) -> None:
+    blob = bytes(range(256)) * (size // 256 + 1)
+    recs = [_record(blob[:size], b"v" * (size % 50), [("h", b"x")]),
+            _record(b"k", blob[:size], [], offset_delta=1),
+            _record(blob[:size], blob[:size], [("h" * min(size, 300), blob[:size])],
+                    offset_delta=2),
+            _record(None, blob[:size], [], offset_delta=3)]
+    _both(_raw_batch(recs))
+    _both(_raw_batch(recs[:1]) + _raw_batch(recs, base_offset=1))   # a value at the end
+
+
+@pytest.mark.parametrize("delta", [0, 1, 63, 64, 4095, 4096, 2**31 - 1, -1, -64, -65, -2**31])
+def test_timestamp_and_offset_deltas_across_the_varint_lines(delta: int) -> None:
+    recs = [_record(b"k", b"v", ts_delta=delta, offset_delta=0),
+            _record(b"k", b"v", [("a", b"b")], ts_delta=-delta, offset_delta=max(delta, 1))]
+    _both(_raw_batch(recs, base_offset=5, last_delta=max(delta, 1)))
+
+
+@pytest.mark.parametrize("which", range(8))
+@pytest.mark.parametrize("pad", [1, 2, 4])
+def test_non_canonical_varints_in_every_field(which: int, pad: int) -> None:
+    pads = tuple(pad if i == which else 0 for i in range(8))
+    recs = [_record(b"key", b"value", [("h", b"v"), ("i", b"")], offset_delta=i, pads=pads)
+            for i in range(3)]
+    _both(_raw_batch(recs))
+
+
+@pytest.mark.parametrize("count", [1, 2, 63, 64, 65, 300])
+def test_header_counts_across_the_varint_line(count: int) -> None:
+    headers = [(f"h{i}", None if i % 17 == 5 else b"v" * (i % 9)) for i in range(count)]
+    recs = [_record(b"k", b"v", headers), _record(b"k", b"v", headers[:1], offset_delta=1)]
+    _both(_raw_batch(recs))
+
+
+def test_headers_the_fast_path_gives_up_on_are_undone() -> None:
+    """A null header value, or a long one, after headers the fast path already appended:
+    the record is read again by the checked path and its headers appear once."""
+    shapes = [
+        [("a", b"1"), ("b", None)],                       # a null value after a header
+        [("a", b"1"), ("b", b"2"), ("c", b"x" * 9000)],   # a 3-byte value length
+        [("a", b"1"), ("b" * 9000, b"2")],                # a 3-byte key length
+        [("a", b""), ("b", b"")],                         # empty values, the last at the end
+        [("", None)],
+    ]
+    recs = [_record(b"k", b"v", h, offset_delta=i) for i, h in enumerate(shapes)]
+    recs.append(_record(b"k", b"v", [("z", b"9")], offset_delta=len(recs)))
+    _both(_raw_batch(recs))
+    _both(_raw_batch(recs), start_offset=2)              # not kept: nothing to undo
+
+
+def test_short_records_take_the_checked_path() -> None:
+    """Bodies under 8 bytes (null key and value, no headers: 6) decode the same."""
+    recs = [_record(None, None, offset_delta=i) for i in range(5)]
+    recs += [_record(b"", b"", [("", b"")], offset_delta=5), _record(b"k", None, offset_delta=6)]
+    _both(_raw_batch(recs))
+
+
+def test_nulls_start_mid_batch_and_across_batches() -> None:
+    """The bitmaps kept ahead of the rows: a first null in the middle of a batch, in a later
+    batch, in header values; views and copies."""
+    first = [_record(b"k%d" % i, b"v" * i, [("h", b"x")], offset_delta=i) for i in range(40)]
+    nulls = [_record(None if i % 3 else b"k", None if i % 5 == 1 else b"v" * 20,
+                     [("h", None if i % 7 == 3 else b"y")], offset_delta=i) for i in range(40)]
+    data = _raw_batch(first) + _raw_batch(nulls, base_offset=40) + _raw_batch(first,
+                                                                              base_offset=80)
+    _both(data)
+    _both(data, start_offset=45)
+    _both(_raw_batch(nulls[3:] + first, base_offset=0))
+
+
+def test_malformed_records_fail_alike_in_both_twins() -> None:
+    """Every truncation and a flip of every byte of a batch whose records take the fast
+    path: the same outcome from both twins (the error class and its offset)."""
+    from kproto.errors import KprotoError
+
+    recs = [_record(b"key-%d" % i, b"value" * 20, [("h", b"x" * i), ("t", b"1")],
+                    offset_delta=i, ts_delta=70 * i) for i in range(4)]
+    good = _raw_batch(recs)
+
+    def outcome(mod, data):
+        try:
+            return rows_of(mod.decode_records(data, check_crc=False))
+        except KprotoError as exc:
+            return type(exc), exc.offset
+
+    for i in range(61, len(good)):
+        for data in (good[:8] + (len(good) - 12 - (len(good) - i)).to_bytes(4, "big")
+                     + good[12:i],
+                     good[:i] + bytes([good[i] ^ 0x80]) + good[i + 1:],
+                     good[:i] + bytes([good[i] ^ 0x01]) + good[i + 1:]):
+            assert outcome(_codec, data) == outcome(pure, data), i
