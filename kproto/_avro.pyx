@@ -532,3 +532,6 @@ cdef void _restore(State *s, int64_t *snap, Py_ssize_t nslots) noexcept nogil:
         o.offs.len = snap[5 * j + 2]
         o.length = snap[5 * j + 3]
         o.nulls = snap[5 * j + 4]
+
+
+include "_avro_enc.pxi"

@@ -48,6 +48,7 @@ def test_numbering_of_the_two_loops_agrees() -> None:
     assert ext.KINDS == pure.K_UNION + 1
     assert ext.ERRORS == pure.ERR_TOO_BIG
     assert (ext.MAX_DEPTH, ext.ZERO_SIZE_ITEMS) == (pure.MAX_DEPTH, pure.ZERO_SIZE_ITEMS)
+    assert ext.ENCODE_OPS == pure.E_UNION + 1 and ext.ENCODE_ERRORS == pure.EERR_TOO_BIG
 
 
 BAD_VALUES = [
@@ -224,3 +225,82 @@ def test_the_two_loops_agree_on_random_bytes() -> None:
                 avro._loop = saved
         assert results[0] == results[len(results) // 2], bytes(value)
         assert results[1:len(results) // 2] == results[len(results) // 2 + 1:], bytes(value)
+
+
+# --------------------------------------------------------------------------- encoding
+
+ENC = avro.parse_schema({"type": "record", "name": "Enc", "fields": [
+    {"name": "i", "type": "int"},
+    {"name": "e", "type": {"type": "enum", "name": "E2", "symbols": ["A", "B"]}},
+    {"name": "d", "type": {"type": "fixed", "name": "F2", "size": 2, "logicalType": "decimal",
+                           "precision": 4, "scale": 0}},
+    {"name": "u", "type": ["null", "int", "string"]},
+    {"name": "kept", "type": "string", "default": "dflt"}]})
+
+
+def _enc_table(**cols: object) -> pa.Table:
+    base: dict[str, object] = {"i": pa.array([1], pa.int64()), "e": pa.array(["B"]),
+                               "d": pa.array([__import__("decimal").Decimal(-128)],
+                                             pa.decimal128(4, 0)),
+                               "u": pa.array(["text"])}
+    base.update(cols)
+    return pa.table(base)
+
+
+@pytest.mark.usefixtures("loop")
+def test_encode_java_minimal_decimals_defaults_and_plain_union_columns() -> None:
+    from .avro_support import read
+
+    out = avro.encode(_enc_table(), ENC).to_pylist()
+    # i=1, e=B (1), d=-128 in 2 fixed bytes (ff 80), u=branch 2 "text", kept=default
+    assert out == [b"\x02\x02\xff\x80\x04\x08text\x08dflt"]
+    assert read(__import__("json").loads(ENC.json), out)[0]["d"] == -128
+    dec = avro.parse_schema('{"type": "bytes", "logicalType": "decimal", "precision": 5,'
+                            ' "scale": 2}')
+    import decimal
+
+    values = pa.array([decimal.Decimal(x) for x in ("-1.28", "1.28", "0", "-0.01", "-1.29")],
+                      pa.decimal128(5, 2))
+    assert avro.encode(values, dec).to_pylist() == [
+        b"\x02\x80", b"\x04\x00\x80", b"\x02\x00", b"\x02\xff", b"\x04\xff\x7f"]
+
+
+@pytest.mark.usefixtures("loop")
+@pytest.mark.parametrize("cols,message", [
+    ({"i": pa.array([2**31], pa.int64())}, "row 0: i: 2147483648 is out of range"),
+    ({"i": pa.array([None], pa.int64())}, "row 0: i: null, but the schema"),
+    ({"e": pa.array(["C"])}, "row 0: e: 'C' is not a symbol of enum E2"),
+    ({"d": pa.array([__import__("decimal").Decimal("1.5")], pa.decimal128(4, 1))},
+     "d: cannot be brought to the schema's type: .*Rescaling"),
+    ({"u": pa.array([1.5])}, "u: a double column fits no branch"),
+])
+def test_encode_errors_name_row_and_field(cols: dict[str, object], message: str) -> None:
+    from kproto.errors import EncodeError
+
+    with pytest.raises(EncodeError, match=message):
+        avro.encode(_enc_table(**cols), ENC)
+
+
+def test_encode_loops_agree_on_dense_unions_and_nulls() -> None:
+    ext = extension()
+    union = pa.UnionArray.from_dense(
+        pa.array([0, 1, 2, 2], pa.int8()), pa.array([0, 0, 0, 1], pa.int32()),
+        [pa.nulls(1), pa.array([7], pa.int32()), pa.array(["x", "y"])],
+        ["null", "int", "string"])
+    table = pa.table({"i": pa.array([1, 2, 3, 4], pa.int64()), "e": ["A", "B", "A", "B"],
+                      "d": pa.array([__import__("decimal").Decimal(i) for i in range(4)],
+                                    pa.decimal128(4, 0)), "u": union})
+    struct = pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns],
+                                        names=table.column_names,
+                                        mask=pa.array([False, True, False, False]))
+    outs = []
+    for module in (ext, pure):
+        saved, avro._loop = avro._loop, module
+        try:
+            outs.append(avro.encode(struct.slice(1), ENC).to_pylist())
+        finally:
+            avro._loop = saved
+    assert outs[0] == outs[1]
+    # row 2: i=3, e=A, d=2 (2 fixed bytes), u="x" (branch 2), kept=its default
+    assert outs[0][0] is None and outs[0][1] == b"\x06\x00\x00\x02\x04\x02x\x08dflt"
+    assert outs[0][2] == b"\x08\x02\x00\x03\x04\x02y\x08dflt"

@@ -372,4 +372,147 @@ def run(nodes: Any, table: Any, slots: Any, root: int, root_slot: int, defaults:
     return outs, np.array(bad, dtype=np.int64), error
 
 
-__all__ = ["run", "MAX_DEPTH", "ZERO_SIZE_ITEMS"]
+
+
+# =========================================================================== encoding
+# The encoder's steps (kproto/formats/_avro_encode.py compiles them; _avro_enc.pxi mirrors
+# the numbers). A node: op, source, a, b, c, d; a source: validity (uint8 per value or
+# None), offsets (int64: n + 1 for binary/list/map, n value offsets for a dense union),
+# data (the values, ``width`` bytes each), all indexed from 0 for that Arrow array.
+(E_NULL, E_BOOL, E_INT, E_LONG, E_FLOAT, E_DOUBLE, E_BYTES, E_FIXED, E_DEC_BYTES,
+ E_DEC_FIXED, E_ENUM, E_ARRAY, E_MAP, E_RECORD, E_DEFAULT, E_NULLABLE, E_BRANCH,
+ E_UNION) = range(18)
+(EERR_NULL, EERR_INT, EERR_BRANCH, EERR_DECIMAL, EERR_TOO_BIG) = range(1, 6)
+
+
+class _EncBad(Exception):
+    def __init__(self, code: int, node: int, value: int = 0) -> None:
+        self.code, self.node, self.value = code, node, value
+
+
+def _zigzag(n: int, out: bytearray) -> None:
+    u = ((n << 1) ^ (n >> 63)) & (2**64 - 1)
+    while u > 0x7F:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+
+
+def run_encode(nodes: Any, table: Any, root: int, defaults: bytes, valid: list[Any],
+               offsets: list[Any], data: list[Any], widths: list[int], n: int,
+               prefix: bytes, holds_null: bool) -> tuple[Any, Any, Any, int, Any]:
+    """Encode rows ``0..n-1`` of the root source: (data, int32 offsets, validity bitmap or
+    None, null count, the error as (row, code, node, value) or None). A row that is null
+    where the schema holds no null is a null value, not a datum."""
+    steps = [list(map(int, x)) for x in nodes]
+    tab = [int(x) for x in table]
+    views = [memoryview(d).cast("B") if len(d) else b"" for d in data]
+    out = bytearray()
+    ends = [0]
+    oks: list[bool] = []
+
+    def ok(src: int, i: int) -> bool:
+        return valid[src] is None or bool(valid[src][i])
+
+    def i64(src: int, i: int) -> int:
+        return int.from_bytes(views[src][8 * i:8 * i + 8], "little", signed=True)
+
+    def enc(index: int, i: int) -> None:
+        op, src, a, b, c, d = steps[index]
+        if op == E_DEFAULT:
+            out.extend(defaults[c:c + d])
+            return
+        if op in (E_NULLABLE, E_BRANCH):
+            if ok(src, i):
+                _zigzag(d if op == E_NULLABLE else c, out)
+                enc(a, i)
+            elif (c if op == E_NULLABLE else d) < 0:
+                raise _EncBad(EERR_NULL, index)
+            else:
+                _zigzag(c if op == E_NULLABLE else d, out)
+            return
+        if op == E_NULL:
+            return
+        if op != E_UNION and not ok(src, i):
+            raise _EncBad(EERR_NULL, index)
+        if op == E_BOOL:
+            out.append(views[src][i])
+        elif op in (E_INT, E_LONG, E_ENUM):
+            v = int.from_bytes(views[src][4 * i:4 * i + 4], "little", signed=True) \
+                if op == E_ENUM else i64(src, i)
+            if op == E_INT and not -(2**31) <= v < 2**31:
+                raise _EncBad(EERR_INT, index, v)
+            _zigzag(v, out)
+        elif op == E_FLOAT:
+            with np.errstate(over="ignore"):
+                out.extend(np.frombuffer(views[src][8 * i:8 * i + 8], "<f8")
+                           .astype("<f4").tobytes())
+        elif op == E_DOUBLE:
+            out.extend(views[src][8 * i:8 * i + 8])
+        elif op == E_BYTES:
+            s, e = int(offsets[src][i]), int(offsets[src][i + 1])
+            _zigzag(e - s, out)
+            out.extend(views[src][s:e])
+        elif op == E_FIXED:
+            out.extend(views[src][c * i:c * i + c])
+        elif op in (E_DEC_BYTES, E_DEC_FIXED):
+            w = widths[src]
+            v = int.from_bytes(views[src][w * i:w * i + w], "little", signed=True)
+            if op == E_DEC_BYTES:
+                size = (v if v >= 0 else ~v).bit_length() // 8 + 1    # Java's toByteArray
+                _zigzag(size, out)
+            else:
+                size = c
+                if (v if v >= 0 else ~v).bit_length() >= 8 * c:
+                    raise _EncBad(EERR_DECIMAL, index, c)
+            out.extend(v.to_bytes(size, "big", signed=True))
+        elif op in (E_ARRAY, E_MAP):
+            s, e = int(offsets[src][i]), int(offsets[src][i + 1])
+            if e > s:
+                _zigzag(e - s, out)
+                for j in range(s, e):
+                    if op == E_MAP:
+                        enc_key(c, j)
+                    enc(a, j)
+            out.append(0)
+        elif op == E_RECORD:
+            for step in tab[a:a + b]:
+                enc(step, i)
+        else:
+            assert op == E_UNION
+            k = int.from_bytes(views[src][8 * i:8 * i + 8], "little", signed=True)
+            if not 0 <= k < 2 * b:
+                raise _EncBad(EERR_BRANCH, index, k)
+            _zigzag(tab[a + k], out)
+            enc(tab[a + k + 1], int(offsets[src][i]))
+
+    def enc_key(src: int, j: int) -> None:
+        s, e = int(offsets[src][j]), int(offsets[src][j + 1])
+        _zigzag(e - s, out)
+        out.extend(views[src][s:e])
+
+    root_src = steps[root][1]
+    error = None
+    for i in range(n):
+        if not holds_null and root_src >= 0 and not ok(root_src, i):
+            oks.append(False)
+            ends.append(len(out))
+            continue
+        out.extend(prefix)
+        try:
+            enc(root, i)
+        except _EncBad as exc:
+            error = (i, exc.code, exc.node, exc.value)
+            break
+        if len(out) > 2**31 - 1:
+            error = (i, EERR_TOO_BIG, root, 0)
+            break
+        oks.append(True)
+        ends.append(len(out))
+    nulls = oks.count(False)
+    validity = np.packbits(np.array(oks, bool), bitorder="little") if nulls else None
+    return (np.frombuffer(bytes(out), np.uint8), np.array(ends, np.int32), validity, nulls,
+            error)
+
+
+__all__ = ["run", "run_encode", "MAX_DEPTH", "ZERO_SIZE_ITEMS"]

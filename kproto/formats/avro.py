@@ -232,4 +232,4 @@ def encode(array: Any, schema: AvroSchema, *, prefix: bytes = b"") -> pa.BinaryA
     unless the schema holds null. Raises :class:`~kproto.errors.EncodeError` for a value
     that does not fit the schema, naming the row."""
     schema = parse_schema(schema)
-    return _avro_encode.encode(array, schema.root, bytes(prefix))
+    return _avro_encode.encode(array, schema.root, bytes(prefix), _loop)
