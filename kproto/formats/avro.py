@@ -10,7 +10,8 @@
 
 The (writer, reader) pair is compiled once into a flat program (``_avro_program``) that
 ``kproto._avro`` runs over every value in C with the GIL released, writing Arrow buffers
-directly (``KPROTO_PURE=1``: the pure twin ``kproto._pure.avro``). Schema resolution
+directly (``KPROTO_PURE=1``: the pure twin ``kproto._pure.avro``); encoding is the
+mirror, a program compiled from the schema and the array's columns. Schema resolution
 follows the specification: fields matched by name (and the reader's aliases), reader
 fields the writer lacks take their defaults, writer fields the reader lacks are skipped,
 promotions int -> long -> float -> double and string <-> bytes, enums by symbol (the
