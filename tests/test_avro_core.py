@@ -304,3 +304,18 @@ def test_encode_loops_agree_on_dense_unions_and_nulls() -> None:
     # row 2: i=3, e=A, d=2 (2 fixed bytes), u="x" (branch 2), kept=its default
     assert outs[0][0] is None and outs[0][1] == b"\x06\x00\x00\x02\x04\x02x\x08dflt"
     assert outs[0][2] == b"\x08\x02\x00\x03\x04\x02y\x08dflt"
+
+
+@pytest.mark.usefixtures("loop")
+@pytest.mark.parametrize("value,offset", [
+    (zigzag(2) + b"\xff\xfe", 1),                                        # the string's bytes
+    (zigzag(2) + b"ok\x00\x02\x00\x01" + zigzag(2) + (20000).to_bytes(2, "big"), 8),  # decimal
+    (zigzag(2) + b"ok\x00\x02\x00\x07", 7),                              # after the bad byte
+    (zigzag(2) + b"ok\x00", 4),                                          # where bytes ran out
+])
+def test_error_offsets_point_at_the_bad_bytes(value: bytes, offset: int) -> None:
+    """Both loops name the same byte (found by avro_cython: the pure twin's decimal and
+    UTF-8 errors pointed past the bytes they refused)."""
+    with pytest.raises(FormatError) as info:
+        avro.decode(column([value]), REC)
+    assert info.value.offset == offset and f"byte offset {offset}" in str(info.value)
