@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from kproto.errors import SchemaError
+from kproto.errors import FormatError, SchemaError
 from kproto.formats import avro
 
 from .avro_support import (
@@ -341,3 +341,32 @@ def test_invalid_logical_types_fall_back_to_the_base_type() -> None:
     assert avro.arrow_type(schema) == pa.struct([
         pa.field("d", pa.binary(), False), pa.field("t", pa.string(), False),
         pa.field("x", pa.int64(), False)])
+
+
+@pytest.mark.usefixtures("loop")
+def test_named_type_aliases_enum_symbols_and_union_branch_choice() -> None:
+    writer = avro.parse_schema({"type": "record", "name": "Rec", "namespace": "old", "fields": [
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["X", "Y", "Z"]}},
+        {"name": "n", "type": "int"}]})
+    reader = avro.parse_schema({"type": "record", "name": "Renamed", "namespace": "new",
+                                "aliases": ["old.Rec"], "fields": [
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["Y", "X"]}},
+        {"name": "n", "type": ["null", "long", "int"]}]})
+    datums = write(json_of(writer), [{"e": "X", "n": 5}, {"e": "Z", "n": 6}])
+    array, bad = avro.decode(column(datums), writer, reader, errors="null")
+    assert bad.tolist() == [1]                   # Z: not in the reader's enum, no default
+    assert array.to_pylist() == [{"e": "X", "n": 5}, None]
+    # an int goes to the reader union's int branch (the same type before a promotion)
+    assert array.field("n").type_codes.to_pylist()[0] == 2
+    with pytest.raises(FormatError, match="enum symbol 2 of the writer"):
+        avro.decode(column(datums), writer, reader)
+    fixed = avro.parse_schema('{"type": "fixed", "name": "F", "size": 4}')
+    with pytest.raises(SchemaError):
+        avro.decode(column([]), fixed, avro.parse_schema(
+            '{"type": "fixed", "name": "F", "size": 5}'))
+
+
+def json_of(schema: avro.AvroSchema) -> Any:
+    import json
+
+    return json.loads(schema.json)
