@@ -331,33 +331,39 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
     cdef int vmode = PUT_VIEW if d.views else (
         PUT_COPY if not d.value.wide and d.value.data.len + nbytes <= 0x7FFFFFFF
         else PUT_CHECKED)
-    # The fixed-width columns through local cursors: stores through them never make the
-    # compiler reload the Decoder (char stores alias everything); written back below.
-    cdef int64_t *w_offset = <int64_t *> (d.offset.data + d.offset.len)
-    cdef int64_t *w_timestamp = <int64_t *> (d.timestamp.data + d.timestamp.len)
-    cdef int32_t *w_ts_type = <int32_t *> (d.ts_type.data + d.ts_type.len)
-    cdef int32_t *w_header_offsets = <int32_t *> (d.header_offsets.data + d.header_offsets.len)
-    cdef int64_t *w_first = w_offset
-    cdef int64_t *w_limit = w_offset + rows           # never reached: rows are reserved
+    # Row n of the batch goes to index n of every per-row buffer (reserved above), through
+    # local pointers: stores through them never make the compiler reload the Decoder (char
+    # stores alias everything), and one counter moves them all. Written back at the end, and
+    # around an append that takes a checked function (put_value).
+    cdef Py_ssize_t n = 0
+    cdef Py_ssize_t n_limit = rows                    # never reached: rows are reserved ...
+    if d.offset.len // 8 + rows > 0x7FFFFFFF:        # ... unless the column would overflow
+        n_limit = 0x7FFFFFFF - d.offset.len // 8
+    cdef int64_t *c_offset = <int64_t *> (d.offset.data + d.offset.len)
+    cdef int64_t *c_timestamp = <int64_t *> (d.timestamp.data + d.timestamp.len)
+    cdef int32_t *c_ts_type = <int32_t *> (d.ts_type.data + d.ts_type.len)
+    cdef int32_t *c_header_offsets = <int32_t *> (d.header_offsets.data + d.header_offsets.len)
     cdef int32_t headers_total = d.headers_total
-    # ... and so are the keys' and values' (data length, offsets or views)
     cdef Py_ssize_t key_rows = d.key.rows
-    cdef char *k_data = d.key.data.data
+    cdef char *k_data = d.key.data.data               # copy mode: data, its length, offsets
     cdef char *v_data = d.value.data.data
     cdef Py_ssize_t k_len = d.key.data.len
     cdef Py_ssize_t v_len = d.value.data.len
     cdef int32_t *k_offsets = NULL
     cdef int32_t *v_offsets = NULL
-    cdef uint64_t *k_views = NULL
+    cdef uint64_t *k_views = NULL                     # views mode: two words a row
     cdef uint64_t *v_views = NULL
+    cdef uint8_t *k_bits = <uint8_t *> d.key.validity.data if d.key.validity.len else NULL
+    cdef uint8_t *v_bits = (<uint8_t *> d.value.validity.data if d.value.validity.len
+                            else NULL)             # NULL: no null yet
     if d.views:
         k_views = <uint64_t *> (d.key.views.data + d.key.views.len)
         v_views = <uint64_t *> (d.value.views.data + d.value.views.len)
-    else:
+    elif kmode == PUT_COPY and vmode == PUT_COPY:
         k_offsets = <int32_t *> (d.key.offsets.data + d.key.offsets.len)
         v_offsets = <int32_t *> (d.value.offsets.data + d.value.offsets.len)
-    if d.offset.len // 8 + rows > 0x7FFFFFFF:
-        w_limit = w_offset + (0x7FFFFFFF - d.offset.len // 8)
+    else:                       # past 2 GiB: every key and value through bin_append
+        kmode = vmode = PUT_CHECKED
     for i in range(count):
         # ---- the fast path: one pass of a loop, left by break when it gives up
         rec_start = p
@@ -456,76 +462,127 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
             keep = offset >= d.start_offset
             if hmode > 0:       # its header values may have started a bitmap: cover the batch
                 bin_cover(&d.hvalue, hcover)
-        if keep:
-            if w_offset == w_limit:
-                d.err, d.err_pos, d.err_what = ERR_TOO_MANY_ROWS, rec_start - base, "record"
-                return -2
-            w_offset[0] = offset
-            w_offset += 1
-            w_timestamp[0] = max_ts if ts_type == 1 else kp_wrapping_add(base_ts, f.ts_delta)
-            w_timestamp += 1
-            w_ts_type[0] = ts_type
-            w_ts_type += 1
-            headers_total += <int32_t> f.header_count
-            w_header_offsets[0] = headers_total
-            w_header_offsets += 1
-            # keys and values: the common cases inline, on the local cursors
-            if kmode == PUT_COPY and f.key_len >= 0:
+        if not keep:
+            continue
+        if n == n_limit:
+            d.err, d.err_pos, d.err_what = ERR_TOO_MANY_ROWS, rec_start - base, "record"
+            return -2
+        c_offset[n] = offset
+        c_timestamp[n] = max_ts if ts_type == 1 else kp_wrapping_add(base_ts, f.ts_delta)
+        c_ts_type[n] = ts_type
+        headers_total += <int32_t> f.header_count
+        c_header_offsets[n] = headers_total
+        # keys and values: every case but a first null (and past 2 GiB) inline
+        if kmode == PUT_COPY:
+            if f.key_len >= 0:
                 kp_copy(k_data + k_len, f.key, f.key_len, end)
                 k_len += f.key_len
-                k_offsets[0] = <int32_t> k_len
-                k_offsets += 1
-            elif kmode == PUT_VIEW and f.key_len > 12:
-                k_views[0] = view_head(f.key, f.key_len)
-                k_views[1] = view_tail(buf_index, f.key - base)
-                k_views += 2
+            elif k_bits != NULL:
+                kp_clear_bit(k_bits, key_rows + n)
+                d.key.nulls += 1
             else:
-                col_sync(&d.key, k_len, <char *> k_offsets, <char *> k_views,
-                         key_rows + (w_offset - w_first) - 1)
-                put_value(&d.key, kmode, f.key, f.key_len, buf_index, f.key - base, cover)
-                k_len = d.key.data.len
-                k_offsets = <int32_t *> (d.key.offsets.data + d.key.offsets.len)
-                k_views = <uint64_t *> (d.key.views.data + d.key.views.len)
-            if vmode == PUT_COPY and f.value_len >= 0:
+                k_bits = first_null(&d.key, key_rows + n, cover)
+            k_offsets[n] = <int32_t> k_len
+        elif kmode == PUT_VIEW:
+            if f.key_len < 0:
+                if k_bits == NULL:
+                    k_bits = first_null(&d.key, key_rows + n, cover)
+                else:
+                    kp_clear_bit(k_bits, key_rows + n)
+                    d.key.nulls += 1
+            kp_view(k_views + 2 * n, f.key, f.key_len, buf_index, f.key - base, end)
+        else:
+            d.key.rows = key_rows + n
+            put_value(&d.key, kmode, f.key, f.key_len, buf_index, f.key - base, cover)
+        if vmode == PUT_COPY:
+            if f.value_len >= 0:
                 kp_copy(v_data + v_len, f.value, f.value_len, end)
                 v_len += f.value_len
-                v_offsets[0] = <int32_t> v_len
-                v_offsets += 1
-            elif vmode == PUT_VIEW and f.value_len > 12:
-                v_views[0] = view_head(f.value, f.value_len)
-                v_views[1] = view_tail(buf_index, f.value - base)
-                v_views += 2
+            elif v_bits != NULL:
+                kp_clear_bit(v_bits, key_rows + n)
+                d.value.nulls += 1
             else:
-                col_sync(&d.value, v_len, <char *> v_offsets, <char *> v_views,
-                         key_rows + (w_offset - w_first) - 1)
-                put_value(&d.value, vmode, f.value, f.value_len, buf_index, f.value - base,
-                          cover)
-                v_len = d.value.data.len
-                v_offsets = <int32_t *> (d.value.offsets.data + d.value.offsets.len)
-                v_views = <uint64_t *> (d.value.views.data + d.value.views.len)
+                v_bits = first_null(&d.value, key_rows + n, cover)
+            v_offsets[n] = <int32_t> v_len
+        elif vmode == PUT_VIEW:
+            if f.value_len < 0:
+                if v_bits == NULL:
+                    v_bits = first_null(&d.value, key_rows + n, cover)
+                else:
+                    kp_clear_bit(v_bits, key_rows + n)
+                    d.value.nulls += 1
+            kp_view(v_views + 2 * n, f.value, f.value_len, buf_index, f.value - base, end)
+        else:
+            d.value.rows = key_rows + n
+            put_value(&d.value, vmode, f.value, f.value_len, buf_index, f.value - base, cover)
+        n += 1
     if p != end:
         d.err, d.err_pos, d.err_what = ERR_TRAILING_RECORD_BYTES, p - base, "batch"
         return -2
-    d.offset.len += (w_offset - w_first) * 8
-    d.timestamp.len += (w_offset - w_first) * 8
-    d.ts_type.len += (w_offset - w_first) * 4
-    d.header_offsets.len += (w_offset - w_first) * 4
+    d.offset.len += n * 8
+    d.timestamp.len += n * 8
+    d.ts_type.len += n * 4
+    d.header_offsets.len += n * 4
     d.headers_total = headers_total
-    col_sync(&d.key, k_len, <char *> k_offsets, <char *> k_views, key_rows + (w_offset - w_first))
-    col_sync(&d.value, v_len, <char *> v_offsets, <char *> v_views,
-             key_rows + (w_offset - w_first))
+    if kmode != PUT_CHECKED:
+        col_sync(&d.key, k_len, n, key_rows + n)
+        col_sync(&d.value, v_len, n, key_rows + n)
     return 0
 
 
-cdef inline uint64_t view_head(const unsigned char *p, int64_t n) noexcept nogil:
-    """The first 8 bytes of the view of a value of ``n > 12`` bytes: length, prefix."""
-    cdef uint32_t prefix
-    memcpy(&prefix, p, 4)
-    return (<uint64_t> <uint32_t> n) | ((<uint64_t> prefix) << 32)
+cdef extern from *:
+    """
+    static inline void kp_clear_bit(uint8_t *bits, Py_ssize_t row) {
+        bits[row >> 3] &= (uint8_t)~(1u << (row & 7)); }
+    /* The 16-byte Arrow view of a value of n bytes at p (n < 0: a null, all zero): up to 12
+       bytes inline, else length, 4-byte prefix, buffer index and offset, as native int32s.
+       src_end: where the readable bytes end (a short value is read as 16 bytes if it can). */
+    static inline __attribute__((always_inline)) void kp_view(
+            uint64_t *v, const unsigned char *p, int64_t n, int32_t buf_index, Py_ssize_t pos,
+            const unsigned char *src_end) {
+        unsigned char *b = (unsigned char *)v;
+        int32_t len = (int32_t)n, at = (int32_t)pos;
+        if (n > 12) {
+            memcpy(b, &len, 4);
+            memcpy(b + 4, p, 4);
+            memcpy(b + 8, &buf_index, 4);
+            memcpy(b + 12, &at, 4);
+            return;
+        }
+        if (n <= 0) {
+            memset(b, 0, 16);
+            return;
+        }
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (src_end - p >= 16) {            /* two loads, masked to the n bytes */
+            uint64_t lo, hi;
+            memcpy(&lo, p, 8);
+            memcpy(&hi, p + 8, 8);
+            hi = (lo >> 32) | (hi << 32);   /* value bytes 4..11 */
+            lo = (lo & 0xFFFFFFFFu) << 32;  /* value bytes 0..3, after the length */
+            if (n < 4) lo &= (((uint64_t)1 << (8 * n)) - 1) << 32;
+            hi = n <= 4 ? 0 : n < 12 ? hi & (((uint64_t)1 << (8 * (n - 4))) - 1) : hi;
+            v[0] = lo | (uint32_t)len;
+            v[1] = hi;
+            return;
+        }
+    #endif
+        memset(b, 0, 16);
+        memcpy(b, &len, 4);
+        memcpy(b + 4, p, (size_t)n);
+    }
+    """
+    void kp_clear_bit(uint8_t *bits, Py_ssize_t row) nogil
+    void kp_view(uint64_t *v, const unsigned char *p, int64_t n, int32_t buf_index,
+                 Py_ssize_t pos, const unsigned char *src_end) nogil
 
 
-cdef inline uint64_t view_tail(int32_t buf_index, Py_ssize_t pos) noexcept nogil:
-    return (<uint64_t> <uint32_t> buf_index) | ((<uint64_t> <uint32_t> pos) << 32)
+cdef uint8_t *first_null(BinOut *o, Py_ssize_t row, Py_ssize_t cover) except? NULL nogil:
+    """The column's first null, at ``row``: a bitmap, rows up to ``cover`` valid ahead."""
+    o.rows = row
+    bin_start_validity(o, cover)
+    bin_clear_valid(o)
+    return <uint8_t *> o.validity.data
 
 
 cdef inline void copy_fast(BinOut *o, const unsigned char *p, int64_t n,
@@ -538,13 +595,14 @@ cdef inline void copy_fast(BinOut *o, const unsigned char *p, int64_t n,
     o.rows += 1
 
 
-cdef inline void col_sync(BinOut *o, Py_ssize_t data_len, char *offsets_end, char *views_end,
+cdef inline void col_sync(BinOut *o, Py_ssize_t data_len, Py_ssize_t n,
                           Py_ssize_t rows) noexcept nogil:
-    """Write a column's local cursors back (only the buffers of its mode are touched)."""
+    """Write a column's local cursors back: ``n`` rows appended, ``data_len`` bytes of data
+    (only the buffers of its mode are touched)."""
     if o.views.data != NULL:
-        o.views.len = views_end - o.views.data
+        o.views.len += 16 * n
     if o.offsets.data != NULL:
-        o.offsets.len = offsets_end - o.offsets.data
+        o.offsets.len += 4 * n
         o.data.len = data_len
     o.rows = rows
 
