@@ -255,6 +255,34 @@ class Admin:
                         if metadata else p["committed_offset"]
         return dict(sorted(out.items()))
 
+    def alter_consumer_group_offsets(self, group_id: str,
+                                     offsets: Mapping[Any, int | OffsetAndMetadata]) -> None:
+        """Commit ``offsets`` (``{(topic, partition): next offset to read}``, or
+        :class:`~kproto.structs.OffsetAndMetadata` values) for ``group_id`` from
+        outside the group: an OffsetCommit without a generation, as Java's
+        ``Admin.alterConsumerGroupOffsets``. A group with active members refuses
+        it (UnknownMemberIdError); a partition's error is raised naming it."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, value in sorted(((_tp(k), v) for k, v in offsets.items()),
+                                key=lambda kv: kv[0]):
+            om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
+            topics.setdefault(tp.topic, []).append({
+                "partition_index": tp.partition, "committed_offset": om.offset,
+                "committed_leader_epoch": om.leader_epoch, "commit_timestamp": -1,
+                "committed_metadata": om.metadata or ""})
+        if not topics:
+            return
+        body = self._coordinator_request(group_id, ApiKey.OFFSET_COMMIT, {
+            "group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                cls = error_for_code(p["error_code"])
+                if cls is not None:
+                    raise cls("OffsetCommit failed", group=group_id, topic=t["name"],
+                              partition=p["partition_index"])
+
     # -- transactions
 
     def list_transactions(self, *, states: Iterable[str] = (),

@@ -36,7 +36,6 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..admin import Admin
-from ..config import OPTIONS
 from ..errors import (
     ConfigError,
     IllegalStateError,
@@ -49,7 +48,7 @@ from ..errors import (
 from ..producer import Producer
 from ..structs import OffsetAndMetadata
 from ..transactions import PreparedTransaction, abort_transaction, commit_transaction
-from .options import _bool, _option
+from .options import _bool, _option, settings_for
 
 __all__ = ["ExactlyOnce", "TaskTransaction", "TransactionCommitMessage", "ExactlyOnceCommitError",
            "commit_all", "abort_all", "MARKER", "DEFAULT_TRANSACTION_TIMEOUT_MS"]
@@ -104,12 +103,6 @@ def task_info() -> TaskInfo:
     return TaskInfo(ctx.partitionId(), ctx.attemptNumber(),
                     None if batch is None else int(batch),
                     ctx.getLocalProperty("sql.streaming.queryId"))
-
-
-def settings_for(settings: Mapping[str, Any], client: str) -> dict[str, Any]:
-    """The part of resolved client ``settings`` that ``client`` takes (connection,
-    security...): an admin made from a producer's or a consumer's settings."""
-    return {k: v for k, v in settings.items() if k in OPTIONS and client in OPTIONS[k].clients}
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import resolve
+from ..config import OPTIONS, resolve
 from ..errors import ConfigError
 from ..structs import EARLIEST, LATEST
 
@@ -42,6 +42,12 @@ def client_settings(options: Mapping[str, str], client: str = "consumer") -> dic
         raw.setdefault("enable.auto.commit", "false")
         raw.setdefault("allow.auto.create.topics", "false")     # reading creates no topic
     return resolve(client, raw)
+
+
+def settings_for(settings: Mapping[str, Any], client: str) -> dict[str, Any]:
+    """The part of resolved client ``settings`` that ``client`` takes (connection,
+    security...): an admin made from a producer's or a consumer's settings."""
+    return {k: v for k, v in settings.items() if k in OPTIONS and client in OPTIONS[k].clients}
 
 
 def _option(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:

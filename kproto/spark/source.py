@@ -16,14 +16,17 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
+    ReadMaxBytes,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
 
-from ..errors import ConfigError, IllegalStateError, OffsetOutOfRangeError
+from ..admin import Admin
+from ..errors import ConfigError, IllegalStateError, KprotoError, OffsetOutOfRangeError
 from ..fetcher import list_offsets
 from ..reader import iter_ranges
 from ..structs import EARLIEST, LATEST
+from .limits import byte_limit, bytes_per_offset
 from .options import (
     OffsetSpec,
     _bool,
@@ -34,6 +37,7 @@ from .options import (
     _tp_names,
     client_settings,
     offset_options,
+    settings_for,
 )
 
 log = logging.getLogger("kproto.spark")
@@ -258,6 +262,14 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
         self.fetch_attempts = max(1, int(_option(options, "fetchOffset.numRetries", "3") or 3))
         self.fetch_interval = int(_option(options, "fetchOffset.retryIntervalMs", "1000")
                                   or 1000) / 1000
+        # operators' options: bytes per micro-batch (admission control), and a
+        # group that each committed micro-batch's end offsets go to (lag in tooling)
+        self.max_bytes = _positive(options, "maxBytesPerTrigger")
+        group = _option(options, "commitOffsetsToGroup")
+        if group is not None and not group.strip():
+            raise ConfigError("option 'commitOffsetsToGroup' must name a group")
+        self.commit_group = group
+        self._group_offsets: dict[tuple[str, int], int] | None = None    # committed last
         self._cluster: Any = None
         self._available_now = False
         self._target: dict[tuple[str, int], int] | None = None
@@ -316,7 +328,9 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
 
     def getDefaultReadLimit(self) -> Any:
         if self.max_per_trigger > 0:
-            return ReadMaxRows(self.max_per_trigger)
+            return ReadMaxRows(self.max_per_trigger)      # (and maxBytesPerTrigger, if set)
+        if self.max_bytes > 0:
+            return ReadMaxBytes(self.max_bytes)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -324,6 +338,9 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
 
     def latestOffset(self, start: dict[str, Any], limit: Any = None) -> dict[str, dict[str, int]]:
         begin = _from_json(start)
+        # Spark plans the next micro-batch once the last one is done, and tells
+        # commit() only then: ``start`` is what the query has read (see commit)
+        self._commit_group(begin)
         if self._available_now:
             if self._target is None:
                 self._target = self._latest(begin)
@@ -331,14 +348,21 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
         else:
             latest = self._latest(begin)
         end = dict(latest)      # not raised to ``begin``: partitions() must see a lower end
+        if limit is None or isinstance(limit, ReadAllAvailable):
+            return _to_json(end)
         max_rows = getattr(limit, "max_rows", None)
-        if max_rows is not None and limit is not None and not isinstance(limit,
-                                                                        ReadAllAvailable):
+        max_bytes = getattr(limit, "max_bytes", None) or self.max_bytes
+        if max_rows is not None or max_bytes:
             # partitions added since start from their earliest offset
             start_of = {**self._earliest_of([tp for tp in latest if tp not in begin]),
                         **begin}
             known = {tp: e for tp, e in end.items() if tp in start_of}
-            end.update(_rate_limit(start_of, known, int(max_rows)))
+            if max_rows is not None:
+                known = _rate_limit(start_of, known, int(max_rows))
+            if max_bytes:
+                per_offset = bytes_per_offset(self.settings, start_of, known)
+                known = byte_limit(start_of, known, per_offset, int(max_bytes))
+            end.update(known)
         return _to_json(end)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]
@@ -376,7 +400,27 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
         return self._split(ranges)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: the checkpoint holds the offsets (no group commits)."""
+        """Spark finished the micro-batch ending at ``end``. The checkpoint holds the
+        offsets; with ``commitOffsetsToGroup`` they are also committed to that
+        group, for Kafka's tooling (lag)."""
+        self._commit_group(_from_json(end))
+
+    def _commit_group(self, offsets: dict[tuple[str, int], int]) -> None:
+        """``commitOffsetsToGroup``: commit the offsets a query has read up to, when
+        they moved. Spark calls commit() for a micro-batch only when it plans the
+        next one (an idle query would never show its last batch), but it asks
+        latestOffset() from the end of the last finished batch on every trigger:
+        both commit. A failed commit is logged, not raised: the group's offsets
+        are for looking at, the query never reads them."""
+        if self.commit_group is None or not offsets or offsets == self._group_offsets:
+            return
+        try:
+            with Admin(settings_for(self.settings, "admin")) as admin:
+                admin.alter_consumer_group_offsets(self.commit_group, offsets)
+            self._group_offsets = dict(offsets)
+        except KprotoError as exc:
+            log.warning("could not commit the offsets read to group %r: %s", self.commit_group,
+                        exc)
 
     def stop(self) -> None:
         if self._cluster is not None:
