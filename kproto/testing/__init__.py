@@ -49,6 +49,7 @@ from ._process import (
     free_port,
     probe_api_versions,
 )
+from ._registry import SchemaRegistryServer
 
 __all__ = [
     "BrokerProbeError",
@@ -56,6 +57,7 @@ __all__ = [
     "LOOPBACK",
     "MockCluster",
     "NoidaBroker",
+    "SchemaRegistryServer",
     "TansuBroker",
     "find_noida",
     "find_tansu",

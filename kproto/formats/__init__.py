@@ -1,0 +1,317 @@
+"""Typed values: Avro, JSON and Protobuf payloads decoded into Arrow columns, and back.
+
+Kafka hands values over as bytes; :func:`decode` turns a whole binary column
+(the ``value`` or ``key`` of a ``poll_batch``, a ``read_range``...) into a
+typed Arrow array in one call, and :func:`encode` does the reverse::
+
+    from kproto import formats
+
+    users = formats.decode(batch.column("value"), "avro", registry="http://registry:8081")
+    users.field("name")                      # a struct array: one child per field
+
+With ``registry`` (a URL, a confluent-style settings dict or a
+:class:`~kproto.schema_registry.SchemaRegistryClient`) the values are in
+Confluent's wire format (magic byte 0, a 4-byte schema id, the payload;
+Protobuf adds message indexes): each schema id in the column is resolved once,
+and rows written with different schemas are decoded per id and unified to one
+reader schema (``schema`` or ``reader_schema``; else the latest version of
+``subject``; else the newest id's schema). Without a registry the values are
+plain payloads of ``schema``.
+
+Bad values (wrong magic byte, unknown schema id, truncated or malformed
+payload) raise :class:`~kproto.errors.FormatError` naming the row and the
+reason; with ``errors="null"`` they become nulls, and
+:func:`decode_with_bad_rows` also tells which rows they were. Never wrong data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ConfigError, FormatError, SchemaError, SchemaRegistryError
+from ..schema_registry import SchemaRegistryClient, as_client
+from . import _wire
+from . import json as json_format
+
+__all__ = ["FORMATS", "Decoded", "decode", "decode_with_bad_rows", "encode", "reader_type"]
+
+#: The formats :func:`decode` and :func:`encode` know.
+FORMATS = ("avro", "json", "protobuf")
+_REGISTRY_TYPES = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
+
+
+class Decoded(NamedTuple):
+    """What :func:`decode_with_bad_rows` returns: the array, and the indexes of the
+    rows that could not be decoded (null in ``array``)."""
+
+    array: pa.Array
+    bad_rows: np.ndarray
+
+    @property
+    def bad_count(self) -> int:
+        return int(len(self.bad_rows))
+
+
+def decode(values: Any, format: str, *, schema: Any = None, registry: Any = None,
+           reader_schema: Any = None, subject: str | None = None,
+           errors: str = "raise") -> pa.Array:
+    """Decode a binary column of ``format`` values into a typed Arrow array
+    (a struct array for records): see the module. ``errors``: ``"raise"`` (the
+    first bad row raises FormatError) or ``"null"`` (bad rows are null)."""
+    return decode_with_bad_rows(values, format, schema=schema, registry=registry,
+                                reader_schema=reader_schema, subject=subject,
+                                errors=errors).array
+
+
+def decode_with_bad_rows(values: Any, format: str, *, schema: Any = None, registry: Any = None,
+                         reader_schema: Any = None, subject: str | None = None,
+                         errors: str = "raise") -> Decoded:
+    """:func:`decode`, returning also the rows that could not be decoded
+    (``errors="null"``: nulls in the array, counted in ``bad_count``)."""
+    format = _check_format(format)
+    if errors not in ("raise", "null"):
+        raise ConfigError(f"errors must be 'raise' or 'null', not {errors!r}")
+    column = _wire.as_binary(values)
+    client = as_client(registry)
+    if client is not None and schema is not None and reader_schema is not None:
+        raise ConfigError("with a registry the writer schemas come from the ids: give the "
+                          "reader schema as schema= or reader_schema=, not both")
+    if client is not None:
+        return _decode_framed(column, format, client, reader_schema if reader_schema is not None
+                              else schema, subject, errors)
+    if schema is None and format != "json":
+        raise ConfigError(f"decoding {format} needs schema= (plain payloads) or registry= "
+                          "(Confluent's wire format)")
+    if format == "avro":
+        from . import avro
+
+        writer = _avro_schema(schema)
+        reader = None if reader_schema is None else _avro_schema(reader_schema)
+        array, bad = avro.decode(column, writer, reader, errors=errors)
+        return Decoded(array, np.asarray(bad, np.int64))
+    if format == "json":
+        array, bad = json_format.decode(column, _json_type(schema), errors=errors)
+        return Decoded(array, bad)
+    from . import protobuf
+
+    array, bad = protobuf.decode(column, protobuf.message_descriptor(schema), errors=errors)
+    return Decoded(array, bad)
+
+
+def reader_type(format: str, *, schema: Any = None, registry: Any = None,
+                subject: str | None = None) -> pa.DataType:
+    """The Arrow type :func:`decode` gives values of ``format``, known before any
+    value is seen: from ``schema``, or from the latest version of ``subject`` in
+    the registry (what a Spark DataFrame's schema is planned from)."""
+    format = _check_format(format)
+    client = as_client(registry)
+    if schema is None:
+        if client is None or subject is None:
+            raise ConfigError(f"the type of {format} values needs a schema, or a registry and "
+                              "a subject")
+        latest = client.get_latest(subject, format="serialized" if format == "protobuf"
+                                   else None)
+        schema = _registered(latest, format, client)
+    if format == "avro":
+        from . import avro
+
+        return avro.arrow_type(_avro_schema(schema))
+    if format == "json":
+        found = _json_type(schema)
+        if found is None:
+            raise ConfigError("JSON values without a schema have no type before reading")
+        return found
+    from . import protobuf
+
+    return protobuf.arrow_type(protobuf.message_descriptor(schema))
+
+
+def encode(array: Any, format: str, *, schema: Any = None, registry: Any = None,
+           subject: str | None = None, auto_register: bool = True) -> pa.BinaryArray:
+    """Encode a (struct) array into one ``format`` value per row.
+
+    With ``registry`` and ``subject`` the schema is registered under the subject
+    (``auto_register``, else looked up; without ``schema``, the subject's latest
+    version is used) and each value is framed with its id in Confluent's wire
+    format. ``schema``: an Avro schema (JSON text, dict or parsed), a JSON
+    Schema (optional: derived from the Arrow type), a Protobuf message class
+    or descriptor. Null rows stay null."""
+    format = _check_format(format)
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    client = as_client(registry)
+    if client is not None and subject is None:
+        raise ConfigError("encoding with a registry needs the subject to register under "
+                          "(e.g. '<topic>-value')")
+    prefix = b""
+    if format == "protobuf":
+        from . import protobuf
+
+        if schema is None:
+            raise ConfigError("encoding protobuf needs the message class (schema=)")
+        descriptor = protobuf.message_descriptor(schema)
+        if client is not None:
+            assert subject is not None
+            schema_id = protobuf.register(client, subject, descriptor, auto_register)
+            prefix = _wire.header(schema_id) + _wire.encode_message_indexes(
+                protobuf.indexes_of(descriptor))
+        return protobuf.encode(array, descriptor, prefix=prefix)
+    if schema is None and client is not None:
+        assert subject is not None
+        try:
+            schema = _registered(client.get_latest(subject), format, client)
+            auto_register = False
+        except SchemaRegistryError as exc:
+            if exc.error_code != 40401 or format != "json":    # JSON: derived below
+                raise
+    if format == "json" and schema is None:
+        schema = json_format.json_schema(array.type)
+    if client is not None:
+        assert subject is not None
+        text = _schema_text(schema, format)
+        kind = _REGISTRY_TYPES[format]
+        schema_id = client.register(subject, text, kind) if auto_register \
+            else _lookup_id(client, subject, text, kind)
+        prefix = _wire.header(schema_id)
+    if format == "json":
+        return json_format.encode(array, prefix=prefix)
+    from . import avro
+
+    if schema is None:
+        raise ConfigError("encoding avro needs the schema (schema=, or a registry subject)")
+    return avro.encode(array, _avro_schema(schema), prefix=prefix)
+
+
+# --------------------------------------------------------------------------- framed values
+
+
+def _decode_framed(column: pa.Array, format: str, client: SchemaRegistryClient,
+                   reader: Any, subject: str | None, errors: str) -> Decoded:
+    framing = _wire.frame(column)
+    if errors == "raise":
+        framing.raise_first(format)
+    bad = dict(framing.bad)
+    ids = framing.ids
+    writers: dict[int, Any] = {}
+    for schema_id in np.unique(ids[ids >= 0]).tolist():
+        rows = np.flatnonzero(ids == schema_id)
+        try:
+            found = client.get_schema(schema_id, format="serialized" if format == "protobuf"
+                                      else None)
+            writers[schema_id] = _registered(found, format, client)
+        except (SchemaRegistryError, SchemaError) as exc:
+            if errors == "raise" or (isinstance(exc, SchemaRegistryError)
+                                     and exc.error_code != 40403):
+                raise FormatError(row=int(rows[0]), reason=f"schema id {schema_id}: {exc}",
+                                  format=format) from exc
+            bad.update(dict.fromkeys(rows.tolist(), f"unknown schema id {schema_id}"))
+            ids[rows] = -1
+    if reader is None and subject is not None:
+        latest = client.get_latest(subject, format="serialized" if format == "protobuf"
+                                   else None)
+        reader = _registered(latest, format, client)
+    if reader is None and writers:
+        reader = writers[max(writers)]
+    if format == "avro":
+        return _decode_avro(column, ids, writers, reader, bad, errors)
+    if format == "json":
+        type = _json_type(reader) if reader is not None else None
+        array, bad_rows = json_format.decode(column, type, skip=_wire.HEADER, skip_rows=bad,
+                                             errors=errors)
+        return Decoded(array, bad_rows)
+    from . import protobuf
+
+    array, bad_rows = protobuf.decode_framed(column, ids, writers, reader, bad, errors)
+    return Decoded(array, bad_rows)
+
+
+def _decode_avro(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], reader: Any,
+                 bad: dict[int, str], errors: str) -> Decoded:
+    from . import avro
+
+    parsed_reader = _avro_schema(reader) if reader is not None else None
+    if parsed_reader is None:
+        raise ConfigError("no reader schema: the column holds no decodable value and no "
+                          "subject or schema was given")
+    type = avro.arrow_type(parsed_reader)
+    pieces = []
+    bad_rows = set(bad)
+    single = len(writers) == 1 and not bad
+    for schema_id, writer in writers.items():
+        parsed = _avro_schema(writer)
+        # the writer is the reader: no resolution to make
+        same = None if writer is reader or writer == reader else parsed_reader
+        if single:
+            array, found = avro.decode(column, parsed, same, skip=_wire.HEADER, errors=errors)
+            return Decoded(array, np.asarray(found, np.int64))
+        rows = np.flatnonzero(ids == schema_id).astype(np.int64)
+        array, found = avro.decode(column, parsed, same, skip=_wire.HEADER, rows=rows,
+                                   errors=errors)
+        pieces.append((rows, array))
+        bad_rows.update(np.asarray(found).tolist())
+    return Decoded(_wire.assemble(len(column), pieces, type),
+                   np.array(sorted(bad_rows), np.int64))
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def _check_format(format: str) -> str:
+    name = str(format).strip().lower()
+    if name not in FORMATS:
+        raise ConfigError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
+    return name
+
+
+def _registered(found: Any, format: str, client: SchemaRegistryClient) -> Any:
+    """The schema of a registry answer, checked to be of ``format``."""
+    kind = _REGISTRY_TYPES[format]
+    if found.schema_type != kind:
+        raise SchemaError(f"schema id {found.schema_id} is a {found.schema_type} schema, not "
+                          f"{kind}")
+    if format == "protobuf":
+        from . import protobuf
+
+        return protobuf.from_registry(found, client)
+    return found.schema
+
+
+def _avro_schema(schema: Any) -> Any:
+    from . import avro
+
+    if isinstance(schema, (str, Mapping, list)):
+        return avro.parse_schema(schema)
+    return schema
+
+
+def _json_type(schema: Any) -> pa.DataType | None:
+    if schema is None:
+        return None
+    if isinstance(schema, pa.Schema):
+        return pa.struct(list(schema))
+    if isinstance(schema, pa.DataType):
+        return schema
+    return json_format.arrow_type(schema)
+
+
+def _schema_text(schema: Any, format: str) -> str:
+    import json
+
+    if isinstance(schema, str):
+        return schema
+    if isinstance(schema, Mapping):
+        return json.dumps(schema)
+    if format == "avro" and isinstance(getattr(schema, "json", None), str):
+        return str(schema.json)          # the full text (the canonical form drops defaults)
+    raise ConfigError(f"cannot register a {format} schema given as {type(schema).__name__}; "
+                      "give its JSON text")
+
+
+def _lookup_id(client: SchemaRegistryClient, subject: str, text: str, kind: str) -> int:
+    found = client.lookup(subject, text, kind)
+    assert found.schema_id is not None
+    return found.schema_id

@@ -1,0 +1,350 @@
+"""JSON values into Arrow with pyarrow's JSON reader (no parser of our own).
+
+The values of a column are joined into one newline-delimited buffer with
+NumPy (Confluent headers cut off, null values written as ``{}`` and nulled
+afterwards) and read by ``pyarrow.json.read_json`` in one call, on its
+threads. A raw newline (or carriage return) inside a value can only be
+whitespace between tokens (JSON strings must escape them), so each one is
+replaced by a space: the value means the same and stays on its line.
+
+The Arrow type comes from an Arrow schema, from a JSON Schema
+(:func:`arrow_type`: objects with properties, arrays, strings, integers,
+numbers, booleans, nullable unions, local ``$ref``) or from pyarrow's
+inference. A value that does not parse, is not one object, or does not fit
+the type is found by bisection (only when the reader fails) and reported by
+row, or nulled with ``errors="null"``.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
+from ..errors import FormatError, SchemaError
+from ._wire import assemble, buffers
+
+_BLANK = np.arange(256, dtype=np.uint8)
+_BLANK[[10, 13]] = 32                       # \n, \r -> space
+
+__all__ = ["arrow_type", "decode", "encode", "json_schema"]
+
+def arrow_type(schema: str | Mapping[str, Any]) -> pa.DataType:
+    """The Arrow type pyarrow's JSON reader reads values of a JSON Schema into."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except ValueError as exc:
+            raise SchemaError(f"JSON Schema is not JSON: {exc}") from None
+    if not isinstance(schema, Mapping):
+        raise SchemaError(f"a JSON Schema is an object, not {type(schema).__name__}")
+    return _convert(schema, schema, "$")
+
+
+def _resolve(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> Mapping[str, Any]:
+    seen = 0
+    while "$ref" in node:
+        ref = str(node["$ref"])
+        if not ref.startswith("#/"):
+            raise SchemaError(f"{path}: only local $ref are supported, not {ref!r}")
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part.replace("~1", "/").replace("~0", "~")) \
+                if isinstance(target, Mapping) else None
+        if not isinstance(target, Mapping):
+            raise SchemaError(f"{path}: $ref {ref!r} points at nothing")
+        node = target
+        seen += 1
+        if seen > 64:
+            raise SchemaError(f"{path}: $ref {ref!r} is recursive (Arrow types are finite)")
+    return node
+
+
+def _convert(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> pa.DataType:
+    node = _resolve(node, root, path)
+    kinds = node.get("type")
+    if kinds is None:
+        for key in ("oneOf", "anyOf"):
+            if key in node:
+                branches = [_resolve(b, root, path) for b in node[key]]
+                real = [b for b in branches if b.get("type") != "null"]
+                if len(real) == 1:
+                    return _convert(real[0], root, path)
+                types = {_convert(b, root, path) for b in real}
+                if len(types) == 1:
+                    return types.pop()
+                raise SchemaError(f"{path}: {key} of different types cannot be one Arrow column")
+        if "enum" in node or "const" in node:
+            values = node.get("enum", [node.get("const")])
+            return _convert({"type": _json_kind(values)}, root, path)
+        if "properties" in node:
+            kinds = "object"
+        else:
+            raise SchemaError(f"{path}: no type (any JSON value) cannot be an Arrow column")
+    if isinstance(kinds, list):
+        named: list[Any] = [k for k in kinds if k != "null"]
+        if len(named) != 1:
+            if set(named) == {"integer", "number"}:
+                named = ["number"]
+            else:
+                raise SchemaError(f"{path}: type {kinds} cannot be one Arrow column")
+        kinds = named[0]
+    if kinds == "object":
+        props = node.get("properties")
+        if not props:
+            raise SchemaError(f"{path}: an object without properties (a map) is not read by "
+                              "pyarrow's JSON reader")
+        return pa.struct([pa.field(name, _convert(sub, root, f"{path}.{name}"))
+                          for name, sub in props.items()])
+    if kinds == "array":
+        items = node.get("items")
+        if not isinstance(items, Mapping):
+            raise SchemaError(f"{path}: an array needs one 'items' schema")
+        return pa.list_(_convert(items, root, f"{path}[]"))
+    simple = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(),
+              "boolean": pa.bool_(), "null": pa.null()}
+    if kinds in simple:
+        return simple[kinds]
+    raise SchemaError(f"{path}: unknown JSON Schema type {kinds!r}")
+
+
+def _json_kind(values: list[Any]) -> str:
+    kinds = {type(v) for v in values if v is not None}
+    if kinds <= {str}:
+        return "string"
+    if kinds <= {bool}:
+        return "boolean"
+    if kinds <= {int}:
+        return "integer"
+    if kinds <= {int, float}:
+        return "number"
+    raise SchemaError(f"enum values {values!r} are of several JSON types")
+
+
+def json_schema(type: pa.DataType, *, title: str | None = None) -> dict[str, Any]:
+    """A JSON Schema (draft-07) for values of an Arrow type, as :func:`encode` writes them."""
+    out = _schema_of(type)
+    out["$schema"] = "http://json-schema.org/draft-07/schema#"
+    if title:
+        out["title"] = title
+    return out
+
+
+def _schema_of(t: pa.DataType) -> dict[str, Any]:
+    if pa.types.is_struct(t):
+        return {"type": "object", "properties": {
+            f.name: _nullable(_schema_of(f.type), f.nullable) for f in t},
+            "required": [f.name for f in t if not f.nullable]}
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return {"type": "array", "items": _nullable(_schema_of(t.value_type), True)}
+    if pa.types.is_map(t):
+        return {"type": "object", "additionalProperties": _schema_of(t.item_type)}
+    if pa.types.is_boolean(t):
+        return {"type": "boolean"}
+    if pa.types.is_integer(t):
+        return {"type": "integer"}
+    if pa.types.is_floating(t):
+        return {"type": "number"}
+    if pa.types.is_dictionary(t):
+        return _schema_of(t.value_type)
+    return {"type": "string"}        # strings, binary (base64), times, decimals
+
+
+def _nullable(schema: dict[str, Any], nullable: bool) -> dict[str, Any]:
+    if nullable and isinstance(schema.get("type"), str):
+        return {**schema, "type": [schema["type"], "null"]}
+    return schema
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def _joined(values: pa.Array, rows: np.ndarray, skip: int) -> pa.Buffer:
+    """The values of ``rows`` (a bool mask; the other rows are left out) as one
+    newline-delimited buffer, ``skip`` bytes cut from the start of each.
+
+    Framed values (``skip`` > 0) cost one copy of the data: each header is
+    overwritten with a newline and spaces, rows left out with spaces. Plain
+    values are joined by Arrow's ``binary_join`` kernel."""
+    offsets, data, _ = buffers(values)
+    first, last = int(offsets[0]), int(offsets[-1])
+    if skip:
+        body = data[first:last]
+        blank = body.size and (body < 14).any() and ((body == 10).any() or (body == 13).any())
+        body = _BLANK[body] if blank else body.copy()
+        starts = offsets[:-1].astype(np.int64) - first
+        ends = offsets[1:].astype(np.int64) - first
+        heads = starts[rows]
+        body[heads] = 10
+        for i in range(1, skip):
+            body[heads + i] = 32
+        for row in np.flatnonzero(~rows & (ends > starts)).tolist():
+            body[starts[row]:ends[row]] = 32
+        return pa.py_buffer(body)
+    column = values if rows.all() else values.filter(pa.array(rows))
+    if (data[first:last] < 14).any():
+        column = pc.replace_substring(pc.replace_substring(column, b"\n", b" "), b"\r", b" ")
+    if last - first + len(column) >= 1 << 31:
+        column = column.cast(pa.large_binary())
+    whole = pa.ListArray.from_arrays(pa.array([0, len(column)], pa.int32()), column)
+    joined = pc.binary_join(whole, pa.scalar(b"\n", column.type))[0]
+    return joined.as_buffer() if joined.is_valid and len(column) else pa.py_buffer(b"")
+
+
+def _not_objects(values: pa.Array, rows: np.ndarray, skip: int) -> dict[int, str]:
+    """Rows (of ``rows``) whose value does not start with ``{`` and end with ``}``
+    (whitespace aside). Every other value then reads as at least one row, and
+    never runs into the next line (a line ending in ``}`` inside an open object or
+    array is followed by a ``{``, which is an error there): so when the reader
+    returns as many rows as there are values, each value is one row, its own."""
+    offsets, data, _ = buffers(values)
+    starts = offsets[:-1] + skip
+    ends = offsets[1:]
+    quick = rows & (ends > starts)
+    at = np.flatnonzero(quick)
+    quick[at] = (data[starts[at]] == 0x7B) & (data[ends[at] - 1] == 0x7D)
+    found = {}
+    for row in np.flatnonzero(rows & ~quick).tolist():
+        text = bytes(data[starts[row]:ends[row]]).strip()
+        if not (text.startswith(b"{") and text.endswith(b"}")):
+            found[row] = "not a JSON object (it must start with '{' and end with '}')"
+    return found
+
+
+def _read(buffer: pa.Buffer, type: pa.DataType | None) -> pa.Table:
+    options = pajson.ParseOptions(
+        explicit_schema=pa.schema(list(type)) if type is not None else None,
+        unexpected_field_behavior="ignore" if type is not None else "infer")
+    return pajson.read_json(pa.BufferReader(buffer), parse_options=options)
+
+
+def _fits(values: pa.Array, rows: np.ndarray, skip: int, type: pa.DataType | None
+          ) -> str | None:
+    """None when the values of ``rows`` read as one object each; else what went wrong."""
+    try:
+        table = _read(_joined(values, rows, skip), type)
+    except pa.ArrowInvalid as exc:
+        return str(exc)
+    if table.num_rows != int(rows.sum()):
+        return "not one JSON object (several values in one)"
+    return None
+
+
+def _bad_rows(values: pa.Array, candidates: np.ndarray, skip: int, type: pa.DataType | None,
+              first_only: bool) -> dict[int, str]:
+    """The rows among ``candidates`` that do not read, by bisection (left half
+    first, so the first one found is the first one)."""
+    found: dict[int, str] = {}
+    stack = [candidates]
+    while stack:
+        part = stack.pop()
+        if len(part) == 0:
+            continue
+        if len(part) == 1:                  # alone: no neighbour to run into
+            problem = _fits(values.slice(int(part[0]), 1), np.ones(1, bool), skip, type)
+        else:
+            mask = np.zeros(len(values), bool)
+            mask[part] = True
+            problem = _fits(values, mask, skip, type)
+        if problem is None:
+            continue
+        if len(part) == 1:
+            found[int(part[0])] = re.sub(r" in row \d+$", "", problem)
+            if first_only:
+                return found
+            continue
+        half = len(part) // 2
+        stack += [part[half:], part[:half]]
+    return found
+
+
+def decode(values: pa.Array, type: pa.DataType | None = None, *, skip: int = 0,
+           skip_rows: Mapping[int, str] | None = None, errors: str = "raise"
+           ) -> tuple[pa.Array, np.ndarray]:
+    """JSON objects (one per value) to a struct array of ``type`` (inferred when None).
+
+    ``skip``: bytes cut from every value (the Confluent header); ``skip_rows``:
+    rows already known bad (row -> reason). Returns (array, bad rows), bad rows
+    null; ``errors="raise"`` raises the first bad row as a FormatError instead.
+    """
+    if type is not None and not pa.types.is_struct(type):
+        raise SchemaError(f"JSON values decode into a struct (an object's fields), not {type}")
+    _, _, valid = buffers(values)
+    bad = dict(skip_rows or {})
+    rows = valid.copy()
+    rows[list(bad)] = False
+    bad.update(_not_objects(values, rows, skip))
+    rows[list(bad)] = False
+    table = None
+    if not rows.any():                      # nothing to read (pyarrow refuses empty input)
+        empty = type if type is not None else pa.struct([])
+        array = pa.nulls(len(values), empty) if len(values) else pa.array([], empty)
+        if errors == "raise" and bad:
+            row = min(bad)
+            raise FormatError(row=row, reason=bad[row], format="json")
+        return array, np.array(sorted(bad), np.int64)
+    try:
+        table = _read(_joined(values, rows, skip), type)
+        if table.num_rows != int(rows.sum()):
+            table = None
+    except pa.ArrowInvalid:
+        pass
+    if table is None:
+        found = _bad_rows(values, np.flatnonzero(rows), skip, type, errors == "raise")
+        bad.update(found)
+        rows[list(found)] = False
+        if errors != "raise":
+            table = _read(_joined(values, rows, skip), type)
+    if errors == "raise" and bad:
+        row = min(bad)
+        raise FormatError(row=row, reason=bad[row], format="json")
+    assert table is not None
+    struct = table.to_struct_array()
+    struct = struct.chunk(0) if struct.num_chunks == 1 else struct.combine_chunks()
+    if type is not None and struct.type != type:
+        struct = struct.cast(type)
+    if not rows.all():
+        struct = assemble(len(values), [(np.flatnonzero(rows), struct)], struct.type)
+    return struct, np.array(sorted(bad), np.int64)
+
+
+# --------------------------------------------------------------------------- encode
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if value and isinstance(value[0], tuple) and len(value[0]) == 2:
+            return {str(k): _plain(v) for k, v in value}       # an Arrow map
+        return [_plain(v) for v in value]
+    return value
+
+
+def encode(array: pa.Array, *, prefix: bytes = b"") -> pa.BinaryArray:
+    """One compact UTF-8 JSON document per row (null rows stay null), each after
+    ``prefix``. Bytes are written as base64, times as ISO 8601, decimals as strings."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
+                             default=_plain).encode
+    out = [None if row is None else prefix + dumps(_plain(row)).encode()
+           for row in array.to_pylist()]
+    return pa.array(out, pa.binary())

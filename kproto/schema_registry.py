@@ -1,0 +1,491 @@
+"""A client for the Confluent Schema Registry REST API (v1).
+
+It speaks the documented subset a pipeline needs: schemas by id, subjects and
+their versions (``latest`` included), registering a schema, looking one up
+under a subject, checking compatibility, and the compatibility level. It uses
+only the standard library (``urllib``), so it works the same on the driver and
+on Spark executors, and it pickles with its caches: a client whose schemas were
+resolved on the driver ships them to the executors, which then ask nothing.
+
+>>> from kproto.schema_registry import SchemaRegistryClient   # doctest: +SKIP
+>>> registry = SchemaRegistryClient("https://registry:8081",
+...                                 basic_auth="key:secret",
+...                                 ssl_ca_location="/etc/ca.pem")
+>>> registry.register("events-value", '{"type": "string"}')
+1
+>>> registry.get_schema(1).schema
+'{"type": "string"}'
+
+Caching: a schema by id never changes, nor the id of a schema registered
+under a subject, nor a numbered version; these are kept (up to
+``cache_capacity`` entries each, least recently used dropped first).
+``latest`` is asked every time unless ``latest_ttl`` (seconds) is set.
+
+Every failure raises :class:`kproto.errors.SchemaRegistryError` naming the
+URL, the subject, version and id the request was about, the HTTP status and
+the registry's ``error_code`` and message. Unreachable registries, 429 and 5xx
+answers are retried (``max_retries`` times, then the next URL of a
+comma-separated list); other errors are final.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError, SchemaRegistryError
+
+__all__ = ["RegisteredSchema", "SchemaReference", "SchemaRegistryClient", "as_client"]
+
+_ACCEPT = ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, "
+           "application/json")
+_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+#: The schemaType the registry assumes when a request or an answer names none.
+AVRO = "AVRO"
+
+
+@dataclass(frozen=True)
+class SchemaReference:
+    """A schema's reference to another registered schema: the ``name`` it is
+    imported by (a Protobuf file name, an Avro full name, a JSON Schema URL)
+    and the ``subject`` and ``version`` it is registered under."""
+
+    name: str
+    subject: str
+    version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "subject": self.subject, "version": self.version}
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    """A schema as the registry answers it: the schema text, its type (``AVRO``,
+    ``JSON``, ``PROTOBUF``), its references and, where the answer says so, its
+    globally unique id and its subject and version."""
+
+    schema: str
+    schema_type: str = AVRO
+    schema_id: int | None = None
+    subject: str | None = None
+    version: int | None = None
+    references: tuple[SchemaReference, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_json(cls, answer: Mapping[str, Any], *, schema_id: int | None = None,
+                  subject: str | None = None) -> RegisteredSchema:
+        """From a registry answer (``GET /schemas/ids/{id}``, ``GET /subjects/{s}/versions/{v}``,
+        ``POST /subjects/{s}``); fields the answer leaves out are taken from the request."""
+        refs = tuple(SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
+                     for r in answer.get("references") or ())
+        found_id = answer.get("id", schema_id)
+        version = answer.get("version")
+        return cls(schema=str(answer["schema"]),
+                   schema_type=str(answer.get("schemaType") or AVRO).upper(),
+                   schema_id=None if found_id is None else int(found_id),
+                   subject=str(answer.get("subject") or subject) if (answer.get("subject")
+                                                                     or subject) else None,
+                   version=None if version is None else int(version),
+                   references=refs)
+
+
+class _Lru:
+    """A small thread-safe LRU map (the client is shared by a task's threads)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.items: OrderedDict[Any, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:  # noqa: ANN401 - any cached value
+        with self.lock:
+            value = self.items.get(key)
+            if value is not None:
+                self.items.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> None:
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.capacity:
+                self.items.popitem(last=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"capacity": self.capacity, "items": list(self.items.items())}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.capacity = state["capacity"]
+        self.items = OrderedDict(state["items"])
+        self.lock = threading.Lock()
+
+
+def _schema_text(schema: str | Mapping[str, Any] | list[Any]) -> str:
+    return schema if isinstance(schema, str) else json.dumps(schema)
+
+
+class SchemaRegistryClient:
+    """A Confluent Schema Registry client (see the module).
+
+    ``url``: one URL or a comma-separated list (tried in order when one is
+    unreachable or failing); credentials in the URL (``https://user:pw@host``)
+    are used as basic auth. ``basic_auth``: ``"user:password"`` or a pair.
+    TLS: ``ssl_ca_location`` (a CA file or directory; default: the system's),
+    ``ssl_certificate_location`` / ``ssl_key_location`` / ``ssl_key_password``
+    for a client certificate, ``ssl_verify=False`` to skip verification.
+    """
+
+    def __init__(self, url: str, *, basic_auth: str | tuple[str, str] | None = None,
+                 ssl_ca_location: str | None = None,
+                 ssl_certificate_location: str | None = None,
+                 ssl_key_location: str | None = None, ssl_key_password: str | None = None,
+                 ssl_verify: bool = True, timeout: float = 30.0, max_retries: int = 2,
+                 retry_backoff: float = 0.2, cache_capacity: int = 1000,
+                 latest_ttl: float | None = None) -> None:
+        if not isinstance(url, str) or not url.strip():
+            raise ConfigError(f"schema registry url must be a non-empty string, not {url!r}")
+        self.urls: list[str] = []
+        auth: tuple[str, str] | None = None
+        for one in url.split(","):
+            one = one.strip().rstrip("/")
+            parts = urllib.parse.urlsplit(one)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"schema registry url {one!r} is not an http(s) URL")
+            if parts.username is not None:
+                auth = (urllib.parse.unquote(parts.username),
+                        urllib.parse.unquote(parts.password or ""))
+                netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+                one = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+            self.urls.append(one)
+        if basic_auth is not None:
+            if auth is not None:
+                raise ConfigError("schema registry credentials given twice (in the url and "
+                                  "as basic_auth)")
+            if isinstance(basic_auth, str):
+                user, sep, password = basic_auth.partition(":")
+                if not sep:
+                    raise ConfigError("basic_auth must be 'user:password'")
+                auth = (user, password)
+            else:
+                auth = (str(basic_auth[0]), str(basic_auth[1]))
+        if ssl_key_location and not ssl_certificate_location:
+            raise ConfigError("ssl_key_location needs ssl_certificate_location")
+        self._auth = auth
+        self._tls = (ssl_ca_location, ssl_certificate_location, ssl_key_location,
+                     ssl_key_password, ssl_verify)
+        self.timeout = timeout
+        self.max_retries = max(0, int(max_retries))
+        self.retry_backoff = retry_backoff
+        self.latest_ttl = latest_ttl
+        self._by_id = _Lru(cache_capacity)          # (id, format) -> RegisteredSchema
+        self._ids = _Lru(cache_capacity)            # (subject, type, text, refs) -> id
+        self._versions = _Lru(cache_capacity)       # (subject, version, format) -> schema
+        self._latest = _Lru(cache_capacity)         # (subject, format) -> (time, schema)
+        self._context: ssl.SSLContext | None = None
+        self._context_lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, conf: Mapping[str, Any]) -> SchemaRegistryClient:
+        """From confluent-kafka's configuration names (``url``,
+        ``basic.auth.user.info``, ``ssl.ca.location``, ``ssl.certificate.location``,
+        ``ssl.key.location``, ``ssl.key.password``, ``timeout``, ``max.retries``,
+        ``cache.capacity``, ``cache.latest.ttl.sec``); unknown names are refused."""
+        names = {"url": "url", "basic.auth.user.info": "basic_auth",
+                 "ssl.ca.location": "ssl_ca_location",
+                 "ssl.certificate.location": "ssl_certificate_location",
+                 "ssl.key.location": "ssl_key_location", "ssl.key.password": "ssl_key_password",
+                 "timeout": "timeout", "max.retries": "max_retries",
+                 "cache.capacity": "cache_capacity", "cache.latest.ttl.sec": "latest_ttl",
+                 "basic.auth.credentials.source": None}
+        kwargs: dict[str, Any] = {}
+        for key, value in conf.items():
+            if key not in names:
+                raise ConfigError(f"unknown schema registry setting {key!r} (known: "
+                                  f"{', '.join(sorted(names))})")
+            name = names[key]
+            if name is None:
+                if str(value).upper() not in ("USER_INFO", "URL"):
+                    raise ConfigError(f"basic.auth.credentials.source {value!r} is not "
+                                      "supported (USER_INFO or URL)")
+                continue
+            if name in ("timeout", "latest_ttl"):
+                value = float(value)
+            elif name in ("max_retries", "cache_capacity"):
+                value = int(value)
+            elif name == "ssl_ca_location" and str(value).lower() == "false":
+                kwargs["ssl_verify"] = False
+                continue
+            kwargs[name] = value
+        if "url" not in kwargs:
+            raise ConfigError("schema registry setting 'url' is required")
+        return cls(kwargs.pop("url"), **kwargs)
+
+    # ------------------------------------------------------------------ pickling
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_context"] = None            # SSL contexts and locks do not pickle
+        del state["_context_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._context_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SchemaRegistryClient({','.join(self.urls)!r})"
+
+    # ------------------------------------------------------------------ schemas
+
+    def get_schema(self, schema_id: int, *, subject: str | None = None,
+                   format: str | None = None) -> RegisteredSchema:
+        """The schema with this globally unique id (``GET /schemas/ids/{id}``).
+        ``format``: ``"serialized"`` asks for a Protobuf schema as a base64
+        FileDescriptorProto, ``"resolved"`` for an Avro schema with its
+        references inlined. Cached."""
+        schema_id = int(schema_id)
+        key = (schema_id, format)
+        found = self._by_id.get(key)
+        if found is None:
+            query = {"subject": subject, "format": format}
+            answer = self._request("GET", f"schemas/ids/{schema_id}", query=query,
+                                   schema_id=schema_id, subject=subject)
+            found = RegisteredSchema.from_json(answer, schema_id=schema_id)
+            self._by_id.put(key, found)
+        return found
+
+    def get_subjects(self) -> list[str]:
+        """Every registered subject (``GET /subjects``)."""
+        return [str(s) for s in self._request("GET", "subjects")]
+
+    def get_versions(self, subject: str) -> list[int]:
+        """The versions registered under ``subject`` (``GET /subjects/{subject}/versions``)."""
+        return [int(v) for v in self._request("GET", f"subjects/{_quote(subject)}/versions",
+                                              subject=subject)]
+
+    def get_version(self, subject: str, version: int | str = "latest", *,
+                    format: str | None = None) -> RegisteredSchema:
+        """One version of ``subject`` (a number or ``"latest"``), with its id
+        (``GET /subjects/{subject}/versions/{version}``). Numbered versions are
+        cached; ``latest`` only for ``latest_ttl`` seconds when that is set."""
+        latest = str(version) == "latest" or str(version) == "-1"
+        if latest:
+            hit = self._latest.get((subject, format))
+            if hit is not None and self.latest_ttl is not None \
+                    and time.monotonic() - hit[0] < self.latest_ttl:
+                return hit[1]
+        else:
+            version = int(version)
+            hit = self._versions.get((subject, version, format))
+            if hit is not None:
+                return hit
+        answer = self._request("GET", f"subjects/{_quote(subject)}/versions/{version}",
+                               query={"format": format}, subject=subject, version=version)
+        found = RegisteredSchema.from_json(answer, subject=subject)
+        if found.version is not None:
+            self._versions.put((subject, found.version, format), found)
+        if latest:
+            self._latest.put((subject, format), (time.monotonic(), found))
+        if found.schema_id is not None and found.version is not None:
+            self._by_id.put((found.schema_id, format), found)
+        return found
+
+    def get_latest(self, subject: str, *, format: str | None = None) -> RegisteredSchema:
+        """The latest version of ``subject`` (see :meth:`get_version`)."""
+        return self.get_version(subject, "latest", format=format)
+
+    def register(self, subject: str, schema: str | Mapping[str, Any],
+                 schema_type: str = AVRO, *, references: tuple[SchemaReference, ...] = (),
+                 normalize: bool = False) -> int:
+        """Register ``schema`` under ``subject`` and return its id
+        (``POST /subjects/{subject}/versions``); the registry answers the
+        existing id when the schema is there already. Cached per subject."""
+        text = _schema_text(schema)
+        schema_type = schema_type.upper()
+        key = (subject, schema_type, text, tuple(references))
+        found = self._ids.get(key)
+        if found is None:
+            body = self._body(text, schema_type, references)
+            answer = self._request("POST", f"subjects/{_quote(subject)}/versions",
+                                   query={"normalize": "true"} if normalize else None,
+                                   body=body, subject=subject)
+            found = int(answer["id"])
+            self._ids.put(key, found)
+            self._by_id.put((found, None), RegisteredSchema(
+                text, schema_type, found, subject, None, tuple(references)))
+        return int(found)
+
+    def lookup(self, subject: str, schema: str | Mapping[str, Any], schema_type: str = AVRO,
+               *, references: tuple[SchemaReference, ...] = (),
+               normalize: bool = False) -> RegisteredSchema:
+        """Is ``schema`` registered under ``subject``? Its id and version if so
+        (``POST /subjects/{subject}``); a SchemaRegistryError with error_code
+        40401 (no such subject) or 40403 (not registered there) otherwise."""
+        text = _schema_text(schema)
+        body = self._body(text, schema_type.upper(), references)
+        answer = self._request("POST", f"subjects/{_quote(subject)}",
+                               query={"normalize": "true"} if normalize else None,
+                               body=body, subject=subject)
+        found = RegisteredSchema.from_json(answer, subject=subject)
+        if found.schema_id is not None:
+            self._ids.put((subject, schema_type.upper(), text, tuple(references)),
+                          found.schema_id)
+        return found
+
+    def test_compatibility(self, subject: str, schema: str | Mapping[str, Any],
+                           schema_type: str = AVRO, *, version: int | str = "latest",
+                           references: tuple[SchemaReference, ...] = ()) -> bool:
+        """Could ``schema`` be registered as a new version of ``subject``, under the
+        subject's compatibility level (``POST /compatibility/subjects/{subject}/versions/{v}``)?"""
+        body = self._body(_schema_text(schema), schema_type.upper(), references)
+        answer = self._request("POST", f"compatibility/subjects/{_quote(subject)}/versions/"
+                               f"{version}", body=body, subject=subject, version=version)
+        value = answer.get("is_compatible")
+        # the documentation shows both true and "true"
+        return value is True or str(value).lower() == "true"
+
+    def get_compatibility(self, subject: str | None = None) -> str:
+        """The compatibility level of ``subject``, or the global one (``GET /config``)."""
+        path = "config" if subject is None else f"config/{_quote(subject)}"
+        answer = self._request("GET", path, subject=subject)
+        level = answer.get("compatibilityLevel") or answer.get("compatibility")
+        return str(level)
+
+    def set_compatibility(self, level: str, subject: str | None = None) -> str:
+        """Set the compatibility level (``BACKWARD``, ``FORWARD``, ``FULL``, their
+        ``_TRANSITIVE`` forms, ``NONE``) of ``subject``, or the global one."""
+        path = "config" if subject is None else f"config/{_quote(subject)}"
+        answer = self._request("PUT", path, body={"compatibility": level.upper()},
+                               subject=subject)
+        return str(answer.get("compatibility") or answer.get("compatibilityLevel"))
+
+    def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
+        """Delete ``subject`` (soft, or ``permanent`` after a soft delete); the
+        versions it had. Ids stay readable (``DELETE /subjects/{subject}``)."""
+        answer = self._request("DELETE", f"subjects/{_quote(subject)}",
+                               query={"permanent": "true"} if permanent else None,
+                               subject=subject)
+        return [int(v) for v in answer]
+
+    # ------------------------------------------------------------------ HTTP
+
+    @staticmethod
+    def _body(text: str, schema_type: str, references: tuple[SchemaReference, ...]
+              ) -> dict[str, Any]:
+        body: dict[str, Any] = {"schema": text}
+        if schema_type != AVRO:             # the registry's default; older ones know no other
+            body["schemaType"] = schema_type
+        if references:
+            body["references"] = [r.to_json() for r in references]
+        return body
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        with self._context_lock:
+            if self._context is None:
+                ca, cert, key, password, verify = self._tls
+                if ca and not verify:
+                    raise ConfigError("ssl_ca_location given with ssl_verify=False")
+                if ca and os.path.isdir(ca):
+                    context = ssl.create_default_context(capath=ca)
+                else:
+                    context = ssl.create_default_context(cafile=ca)
+                if not verify:
+                    context.check_hostname = False
+                    context.verify_mode = ssl.CERT_NONE
+                if cert:
+                    context.load_cert_chain(cert, key, password)
+                self._context = context
+            return self._context
+
+    def _request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                 body: Any = None, subject: str | None = None, schema_id: int | None = None,
+                 version: int | str | None = None) -> Any:
+        params = {k: v for k, v in (query or {}).items() if v is not None}
+        suffix = f"?{urllib.parse.urlencode(params)}" if params else ""
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": _ACCEPT}
+        if data is not None:
+            headers["Content-Type"] = _CONTENT_TYPE
+        if self._auth is not None:
+            token = base64.b64encode(f"{self._auth[0]}:{self._auth[1]}".encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        where = {"subject": subject, "schema_id": schema_id, "version": version}
+        failure: SchemaRegistryError | None = None
+        for base in self.urls:
+            url = f"{base}/{path}{suffix}"
+            for attempt in range(self.max_retries + 1):
+                if attempt:
+                    time.sleep(self.retry_backoff * (2 ** (attempt - 1)))
+                try:
+                    return self._send(method, url, data, headers)
+                except SchemaRegistryError as exc:
+                    failure = _with_context(exc, where)
+                    if not failure.retriable:
+                        raise failure from None
+        assert failure is not None
+        raise failure
+
+    def _send(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> Any:
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        context = self._ssl_context() if url.startswith("https:") else None
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout,
+                                        context=context) as answer:
+                raw = answer.read()
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                detail = json.loads(raw)
+                code = detail.get("error_code")
+                message = detail.get("message") or exc.reason
+            except (ValueError, AttributeError):
+                code, message = None, raw[:200].decode("utf-8", "replace") or exc.reason
+            text = f"{method} failed: HTTP {exc.code}" + (f", error {code}" if code else "") \
+                + f": {message}"
+            raise SchemaRegistryError(text, url=url, status=exc.code,
+                                      error_code=None if code is None else int(code)) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise SchemaRegistryError(f"{method} failed: registry unreachable ({reason})",
+                                      url=url) from None
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise SchemaRegistryError(f"{method}: the answer is not JSON: {raw[:200]!r}",
+                                      url=url, status=200) from None
+
+
+def _with_context(exc: SchemaRegistryError, where: Mapping[str, Any]) -> SchemaRegistryError:
+    """The same error, its message naming the request's subject, version and id."""
+    return SchemaRegistryError(exc._message, url=exc.url, status=exc.status,
+                               error_code=exc.error_code, **where)
+
+
+def _quote(subject: str) -> str:
+    return urllib.parse.quote(subject, safe="")
+
+
+def as_client(registry: str | Mapping[str, Any] | SchemaRegistryClient | None
+              ) -> SchemaRegistryClient | None:
+    """A client from a URL, a confluent-style settings dict, or a client (as is)."""
+    if registry is None or isinstance(registry, SchemaRegistryClient):
+        return registry
+    if isinstance(registry, str):
+        return SchemaRegistryClient(registry)
+    if isinstance(registry, Mapping):
+        return SchemaRegistryClient.from_config(registry)
+    raise TypeError(f"registry must be a URL, a settings dict or a SchemaRegistryClient, "
+                    f"not {type(registry).__name__}")

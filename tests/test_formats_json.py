@@ -1,0 +1,202 @@
+"""kproto.formats with JSON: golden bytes from confluent-kafka's JSONSerializer (framed,
+through the test registry), plain newline-delimited values, bad rows, and round trips."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kproto import formats
+from kproto.errors import ConfigError, FormatError, SchemaError
+from kproto.formats import json as json_format
+from kproto.schema_registry import SchemaRegistryClient
+from kproto.testing import SchemaRegistryServer
+
+SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Order", "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "customer": {"type": "string"},
+        "total": {"type": "number"},
+        "paid": {"type": "boolean"},
+        "note": {"type": ["string", "null"]},
+        "items": {"type": "array", "items": {"$ref": "#/definitions/item"}},
+        "address": {"$ref": "#/definitions/address"},
+    },
+    "required": ["id", "customer"],
+    "definitions": {
+        "item": {"type": "object", "properties": {"sku": {"type": "string"},
+                                                   "qty": {"type": "integer"}}},
+        "address": {"oneOf": [{"type": "null"}, {"type": "object", "properties": {
+            "city": {"type": "string"}, "zip": {"type": "string"}}}]},
+    },
+}
+ORDERS = [
+    {"id": 1, "customer": "Zoë Ærø 東京", "total": 12.5, "paid": True, "note": None,
+     "items": [{"sku": "a-1", "qty": 2}, {"sku": "b", "qty": 1}],
+     "address": {"city": "Zürich", "zip": "8000"}},
+    {"id": 2, "customer": "", "total": 0.0, "paid": False, "note": "line one\nline two",
+     "items": [], "address": None},
+    {"id": -9007199254740993, "customer": "x" * 300, "total": -1e300, "paid": True,
+     "note": "🙂", "items": [{"sku": "", "qty": 0}], "address": {"city": "", "zip": "0"}},
+]
+
+
+@pytest.fixture(scope="module")
+def registry():
+    with SchemaRegistryServer() as server:
+        yield server
+
+
+def confluent_serialize(url: str, topic: str, rows: list[dict]) -> list[bytes]:
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    with Confluent({"url": url}) as client:
+        serialize = JSONSerializer(json.dumps(SCHEMA), client)
+        context = SerializationContext(topic, MessageField.VALUE)
+        return [serialize(row, context) for row in rows]
+
+
+def test_json_schema_to_arrow_type():
+    t = json_format.arrow_type(SCHEMA)
+    assert t == pa.struct([
+        ("id", pa.int64()), ("customer", pa.string()), ("total", pa.float64()),
+        ("paid", pa.bool_()), ("note", pa.string()),
+        ("items", pa.list_(pa.struct([("sku", pa.string()), ("qty", pa.int64())]))),
+        ("address", pa.struct([("city", pa.string()), ("zip", pa.string())]))])
+    for bad in ({"type": "object"}, {"type": ["string", "integer"]},
+                {"properties": {"a": {"$ref": "http://elsewhere/x"}}},
+                {"type": "object", "properties": {"a": {}}}):
+        with pytest.raises(SchemaError):
+            json_format.arrow_type(bad)
+
+
+def test_decodes_confluents_json_serializer_exactly(registry):
+    values = pa.array(confluent_serialize(registry.url, "orders", ORDERS) + [None])
+    assert values[0].as_py()[:1] == b"\x00"
+    decoded = formats.decode(values, "json", registry=registry.url)
+    assert decoded.to_pylist() == ORDERS + [None]
+    assert decoded.type == json_format.arrow_type(SCHEMA)
+
+
+def test_what_kproto_encodes_confluents_deserializer_reads(registry):
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    array = pa.array(ORDERS, json_format.arrow_type(SCHEMA))
+    encoded = formats.encode(array, "json", schema=SCHEMA, registry=registry.url,
+                             subject="orders-out-value")
+    schema_id = SchemaRegistryClient(registry.url).get_latest("orders-out-value").schema_id
+    assert all(v[:5] == b"\x00" + schema_id.to_bytes(4, "big") for v in encoded.to_pylist())
+    with Confluent({"url": registry.url}) as client:
+        deserialize = JSONDeserializer(json.dumps(SCHEMA), schema_registry_client=client)
+        context = SerializationContext("orders-out", MessageField.VALUE)
+        assert [deserialize(v, context) for v in encoded.to_pylist()] == ORDERS
+    # no schema given: one is derived from the Arrow type and registered
+    derived = formats.encode(array, "json", registry=registry.url, subject="derived-value")
+    assert formats.decode(derived, "json", registry=registry.url).to_pylist() == ORDERS
+
+
+def test_plain_values_inferred_or_typed_and_pretty_printed():
+    rows = [json.dumps(o, indent=2, ensure_ascii=False).encode() for o in ORDERS]
+    assert all(b"\n" in r for r in rows)              # newlines between tokens
+    values = pa.array(rows + [None], pa.binary())
+    typed = formats.decode(values, "json", schema=SCHEMA)
+    assert typed.to_pylist() == ORDERS + [None]
+    inferred = formats.decode(values, "json")
+    assert inferred.field("customer").to_pylist() == [o["customer"] for o in ORDERS] + [None]
+    arrow = pa.schema([("id", pa.int64()), ("note", pa.string())])
+    assert formats.decode(values, "json", schema=arrow).to_pylist() == [
+        {"id": o["id"], "note": o["note"]} for o in ORDERS] + [None]
+    for kind in (pa.large_binary(), pa.binary_view(), pa.string()):
+        other = values.cast(kind) if kind != pa.string() else pa.array(
+            [r.decode() for r in rows] + [None])
+        assert formats.decode(other, "json", schema=SCHEMA).to_pylist() == ORDERS + [None]
+    chunked = pa.chunked_array([values.slice(0, 2), values.slice(2)])
+    assert formats.decode(chunked, "json", schema=SCHEMA).to_pylist() == ORDERS + [None]
+
+
+BAD = [
+    (b'{"id": 1}', None),
+    (b'{"id": ', "not a JSON object"),                       # truncated
+    (b'{"id": }', "Invalid value"),                          # malformed inside
+    (b'{"id": 1} {"id": 2}', "several values"),             # two objects in one value
+    (b'', "not a JSON object"),
+    (b'   ', "not a JSON object"),
+    (b'{"id": "one"}', "changed from number to string"),    # does not fit the type
+    (b'[1, 2]', "not a JSON object"),
+    (b'{"id": 3}', None),
+]
+
+
+def test_bad_values_raise_by_row_or_become_null():
+    values = pa.array([v for v, _ in BAD])
+    arrow = pa.schema([("id", pa.int64())])
+    with pytest.raises(FormatError) as info:
+        formats.decode(values, "json", schema=arrow)
+    assert (info.value.row, info.value.format) == (1, "json")
+    assert "row 1" in str(info.value)
+    got = formats.decode_with_bad_rows(values, "json", schema=arrow, errors="null")
+    expected_bad = [i for i, (_, why) in enumerate(BAD) if why]
+    assert got.bad_rows.tolist() == expected_bad and got.bad_count == len(expected_bad)
+    assert got.array.to_pylist() == [{"id": 1}] + [None] * 7 + [{"id": 3}]
+    found = json_format._not_objects(values, np.ones(len(BAD), bool), 0)
+    rest = np.array([i for i in range(len(BAD)) if i not in found])
+    found.update(json_format._bad_rows(values, rest, 0, pa.struct(list(arrow)), False))
+    for row, (_, why) in enumerate(BAD):
+        if why:
+            assert why in found[row], (row, found[row])
+
+
+def test_framing_errors_and_unknown_ids(registry):
+    client = SchemaRegistryClient(registry.url)
+    schema_id = client.register("framing-value", json.dumps(SCHEMA), "JSON")
+    head = b"\x00" + schema_id.to_bytes(4, "big")
+    values = pa.array([head + b'{"id": 1, "customer": "a"}',
+                       b"\x01" + schema_id.to_bytes(4, "big") + b'{"id": 2}',   # magic 1
+                       b"\x00\x00",                                               # short
+                       b"\x00" + (999).to_bytes(4, "big") + b'{"id": 3}',       # unknown id
+                       head + b'{"id": 4, "customer": "d"}'])
+    with pytest.raises(FormatError) as info:
+        formats.decode(values, "json", registry=client)
+    assert info.value.row == 1 and "magic byte 1" in info.value.reason
+    tail = values.slice(3)
+    with pytest.raises(FormatError) as info:
+        formats.decode(tail, "json", registry=client)
+    assert info.value.row == 0 and "999" in info.value.reason
+    got = formats.decode_with_bad_rows(values, "json", registry=client, errors="null")
+    assert got.bad_rows.tolist() == [1, 2, 3]
+    assert got.array.field("id").to_pylist() == [1, None, None, None, 4]
+    with pytest.raises(ConfigError):
+        formats.decode(values, "yaml")
+    with pytest.raises(ConfigError):
+        formats.decode(values, "json", errors="ignore")
+
+
+struct_rows = st.lists(st.fixed_dictionaries({
+    "n": st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)),
+    "s": st.one_of(st.none(), st.text()),
+    "f": st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False, width=64)),
+    "l": st.lists(st.booleans(), max_size=4),
+}), max_size=30)
+ROW_TYPE = pa.struct([("n", pa.int64()), ("s", pa.string()), ("f", pa.float64()),
+                      ("l", pa.list_(pa.bool_()))])
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=struct_rows, framed=st.booleans())
+def test_round_trip_random_rows(rows, framed):
+    array = pa.array(rows, ROW_TYPE)
+    prefix = b"\x00\x00\x00\x00\x07" if framed else b""
+    encoded = json_format.encode(array, prefix=prefix)
+    back, bad = json_format.decode(encoded, ROW_TYPE, skip=len(prefix))
+    assert bad.size == 0 and back.to_pylist() == rows
