@@ -89,8 +89,8 @@ def decode_with_bad_rows(values: Any, format: str, *, schema: Any = None, regist
     if format == "avro":
         from . import avro
 
-        writer = _avro_schema(schema)
-        reader = None if reader_schema is None else _avro_schema(reader_schema)
+        writer = _parse_avro(schema)
+        reader = None if reader_schema is None else _parse_avro(reader_schema)
         array, bad = avro.decode(column, writer, reader, errors=errors)
         return Decoded(array, np.asarray(bad, np.int64))
     if format == "json":
@@ -119,7 +119,7 @@ def reader_type(format: str, *, schema: Any = None, registry: Any = None,
     if format == "avro":
         from . import avro
 
-        return avro.arrow_type(_avro_schema(schema))
+        return avro.arrow_type(_parse_avro(schema))
     if format == "json":
         found = _json_type(schema)
         if found is None:
@@ -183,7 +183,7 @@ def encode(array: Any, format: str, *, schema: Any = None, registry: Any = None,
 
     if schema is None:
         raise ConfigError("encoding avro needs the schema (schema=, or a registry subject)")
-    return avro.encode(array, _avro_schema(schema), prefix=prefix)
+    return avro.encode(array, _parse_avro(schema), prefix=prefix)
 
 
 # --------------------------------------------------------------------------- framed values
@@ -233,7 +233,7 @@ def _decode_avro(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], rea
                  bad: dict[int, str], errors: str) -> Decoded:
     from . import avro
 
-    parsed_reader = _avro_schema(reader) if reader is not None else None
+    parsed_reader = _parse_avro(reader) if reader is not None else None
     if parsed_reader is None:
         raise ConfigError("no reader schema: the column holds no decodable value and no "
                           "subject or schema was given")
@@ -242,7 +242,7 @@ def _decode_avro(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], rea
     bad_rows = set(bad)
     single = len(writers) == 1 and not bad
     for schema_id, writer in writers.items():
-        parsed = _avro_schema(writer)
+        parsed = _parse_avro(writer)
         # the writer is the reader: no resolution to make
         same = None if writer is reader or writer == reader else parsed_reader
         if single:
@@ -280,7 +280,7 @@ def _registered(found: Any, format: str, client: SchemaRegistryClient) -> Any:
     return found.schema
 
 
-def _avro_schema(schema: Any) -> Any:
+def _parse_avro(schema: Any) -> Any:
     from . import avro
 
     if isinstance(schema, (str, Mapping, list)):
