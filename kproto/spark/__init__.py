@@ -33,7 +33,14 @@ Supported options (Spark's names):
 - ``minPartitions``, ``maxRecordsPerPartition``: split ranges into more tasks;
 - ``includeHeaders`` (default false), ``failOnDataLoss`` (default true: data
   loss fails the query, else it is logged), ``maxOffsetsPerTrigger``,
-  ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs`` (streams).
+  ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs`` (streams);
+- for operators (streams, not in Spark's source): ``maxBytesPerTrigger``
+  (bytes of keys and values a micro-batch, estimated: :mod:`.limits`) and
+  ``commitOffsetsToGroup`` (the offsets read, committed to that group).
+
+Writing (``df.write.format("kproto")``, :mod:`.sink`) is at-least-once, or
+exactly-once with ``exactlyOnce=true`` (:mod:`.exactly_once`: a transaction per
+task, committed by the driver when Spark commits).
 """
 
 from __future__ import annotations
