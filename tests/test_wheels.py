@@ -156,7 +156,7 @@ def wheel_set(tmp_path_factory) -> dict[tuple[str, str], Path]:
     """(version, platform) -> wheel, for the whole release set."""
     given = os.environ.get("KPROTO_TEST_WHEELS_DIR")
     if given:
-        out = Path(given)
+        out = Path(given).resolve()
     else:
         out = tmp_path_factory.mktemp("dist")
         proc = _run([sys.executable, WHEELS / "build.py", "--all", "--wheel-dir", out],

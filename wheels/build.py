@@ -96,10 +96,13 @@ def find_python(version: str) -> Path | None:
     candidates += sorted(pyenv.glob(f"{version}.*/bin/python{version}"), reverse=True)
     for python in candidates:
         try:     # a pyenv shim answers for a version it does not have by failing
-            if interpreter_version(python) == version:
-                return python
+            out = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % "
+                                  "sys.version_info[:2], sys.executable)"],
+                                 check=True, capture_output=True, text=True).stdout.split()
         except (OSError, subprocess.CalledProcessError):
             continue
+        if out[0] == version:
+            return Path(out[1])      # the interpreter itself, not a shim in front of it
     return None
 
 
