@@ -19,6 +19,8 @@ from kproto.fetched import FetchSlice
 HAVE_SSE42: bool
 #: True when CRC-32C runs on the ARMv8 CRC32 instructions (aarch64).
 HAVE_ARM_CRC32: bool
+#: True when long CRC-32C inputs are folded with AVX-512 VPCLMULQDQ (x86).
+HAVE_VPCLMULQDQ: bool
 
 def crc32c(data: Buffer, crc: SupportsIndex = 0) -> int: ...
 def crc32c_software(data: Buffer, crc: SupportsIndex = 0) -> int: ...

@@ -56,8 +56,10 @@ cdef extern from "_crc.h":
     void kp_crc_init() nogil
     int kp_have_sse42
     int kp_have_armcrc
+    int kp_have_fold
     uint32_t crc32c_update(uint32_t crc, const unsigned char *p, size_t n) nogil
     uint32_t crc32c_update_sw(uint32_t crc, const unsigned char *p, size_t n) nogil
+    uint32_t crc32c_update_nofold(uint32_t crc, const unsigned char *p, size_t n) nogil
     uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n) nogil
 
 kp_crc_init()
@@ -66,6 +68,8 @@ kp_crc_init()
 HAVE_SSE42 = bool(kp_have_sse42)
 #: True when CRC-32C runs on the ARMv8 CRC32 instructions (aarch64).
 HAVE_ARM_CRC32 = bool(kp_have_armcrc)
+#: True when long CRC-32C inputs are folded with AVX-512 VPCLMULQDQ (x86).
+HAVE_VPCLMULQDQ = bool(kp_have_fold)
 
 cdef enum:
     # Below this, releasing and re-taking the GIL costs more than the CRC (the crc32c
@@ -150,6 +154,11 @@ def crc32c(data, crc=0):
 def crc32c_software(data, crc=0):
     """CRC-32C by the table method only (what CPUs without SSE4.2 run), for tests."""
     return _crc(crc32c_update_sw, data, crc)
+
+
+def _crc32c_nofold(data, crc=0):
+    """CRC-32C without the VPCLMULQDQ folding (the crc32 instruction), for tests."""
+    return _crc(crc32c_update_nofold, data, crc)
 
 
 def crc32(data, crc=0):

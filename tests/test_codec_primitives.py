@@ -337,8 +337,24 @@ def test_crc_block_boundaries(ext: ModuleType) -> None:
             piece = memoryview(buf)[start:start + n]
             want = crc32c_pkg.crc32c(piece)
             assert ext.crc32c(piece) == want, (start, n)
-            assert ext.crc32c_software(piece) == want, (start, n)
+            assert ext._crc32c_nofold(piece) == want, (start, n)   # the 3 chains, also
+            assert ext.crc32c_software(piece) == want, (start, n)   # where folding runs
             assert ext.crc32(piece) == zlib.crc32(piece), (start, n)
+
+
+def test_crc_fold_boundaries(ext: ModuleType) -> None:
+    # the VPCLMULQDQ fold (from 1024 bytes): 256-byte steps, then 64, 16, 8 and single bytes,
+    # every start value carried through the first 32 bits
+    buf = os.urandom(4 * 1024 + 64)
+    sizes = [1023, 1024, 1025, 1031, 1032, 1039, 1040, 1087, 1088, 1279, 1280, 1281, 1343,
+             1344, 2048, 2303, 4095, 4096]
+    for n in sizes:
+        for start in (0, 1, 3, 8, 63):
+            piece = memoryview(buf)[start:start + n]
+            for crc in (0, 1, 0xFFFFFFFF, 0x12345678):
+                want = crc32c_pkg.crc32c(piece, crc)
+                assert ext.crc32c(piece, crc) == want, (start, n, crc)
+                assert ext._crc32c_nofold(piece, crc) == want, (start, n, crc)
 
 
 @pytest.mark.parametrize("size", [1 << 20, (4 << 20) + 3])
@@ -410,6 +426,16 @@ def test_sse42_is_used_when_the_cpu_has_it(ext: ModuleType) -> None:
     assert ext.HAVE_SSE42 is has_sse42
     assert ext.HAVE_ARM_CRC32 is False
     assert kproto._pure.HAVE_SSE42 is False
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64")
+                    or not os.path.exists("/proc/cpuinfo"), reason="x86 Linux only")
+def test_vpclmulqdq_folding_is_used_when_the_cpu_has_it(ext: ModuleType) -> None:
+    with open("/proc/cpuinfo") as f:
+        flags = next(line for line in f if line.startswith("flags")).split()
+    wanted = {"sse4_2", "pclmulqdq", "avx512f", "avx512vl", "vpclmulqdq"}
+    assert ext.HAVE_VPCLMULQDQ is wanted.issubset(flags)
+    assert kproto._pure.HAVE_VPCLMULQDQ is False
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("aarch64", "arm64")

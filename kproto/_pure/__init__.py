@@ -27,6 +27,7 @@ from .varint import (
 #: The extension's flags; the pure twin never uses a CRC instruction.
 HAVE_SSE42 = False
 HAVE_ARM_CRC32 = False
+HAVE_VPCLMULQDQ = False
 
 
 __all__ = [
@@ -34,5 +35,5 @@ __all__ = [
     "encode_uvarint", "encode_varint", "encode_varlong", "size_of_uvarint", "size_of_varint",
     "size_of_varlong", "zigzag_decode", "zigzag_encode", "decode_records", "encode_batch_v2",
     "murmur2", "murmur2_partitions", "record_rows",
-    "HAVE_SSE42", "HAVE_ARM_CRC32",
+    "HAVE_SSE42", "HAVE_ARM_CRC32", "HAVE_VPCLMULQDQ",
 ]
