@@ -172,7 +172,11 @@ class TaskTransaction:
 
     def __init__(self, settings: Mapping[str, Any], eo: ExactlyOnce,
                  task: TaskInfo | None = None) -> None:
-        self.task = task if task is not None else task_info()
+        task = task if task is not None else task_info()
+        if eo.job is not None and task.batch_id is not None:
+            # a batch write inside a stream's foreachBatch: a job of its own, no markers
+            task = task._replace(batch_id=None)
+        self.task = task
         self.transactional_id = f"{eo.base(self.task)}-{self.task.partition}"
         self.settings = settings
         self.topic: str | None = None       # the first topic written: the marker's
