@@ -307,10 +307,13 @@ class TransactionManager(TxnRequests):
         return self._adding() or self._ready_request(time.monotonic(), peek=True) is not None
 
     def next_wake(self, now: float) -> float:
-        """*locked*: when the next queued request is due."""
+        """*locked*: when the next queued request is due (an EndTxn waiting for the
+        transaction's batches is not: their answers wake the sender)."""
         if self._adding():
             return now
-        return min((r.next_try for r in self._queue), default=now + 1.0)
+        waiting = bool(self._acc.incomplete)
+        return min((r.next_try for r in self._queue if not (waiting and r.kind == "end_txn")),
+                   default=now + 1.0)
 
     def _adding(self) -> bool:
         return bool(self._new) and (self.state is S.IN_TRANSACTION or self.state is S.COMMITTING)
