@@ -66,6 +66,7 @@ from .source import ReadMaxRows as ReadMaxRows
 from .source import log as log
 from .source import read_partition as read_partition
 from .source import spark_arrow_schema as spark_arrow_schema
+from .typed import read_formats, spark_schema
 
 __all__ = ["KprotoDataSource", "register", "KafkaRange", "SCHEMA_DDL", "DataLossError",
            "OffsetSpec", "offset_options"]
@@ -83,9 +84,12 @@ class KprotoDataSource(DataSource):
     def name(cls) -> str:
         return "kproto"
 
-    def schema(self) -> str:
-        return SCHEMA_DDL + (HEADERS_DDL if _bool(self.options, "includeHeaders", False)
-                             else "")
+    def schema(self) -> Any:
+        headers = _bool(self.options, "includeHeaders", False)
+        typed = read_formats(self.options)          # valueFormat/keyFormat (kproto.spark.typed)
+        if typed:
+            return spark_schema(spark_arrow_schema(headers), typed)
+        return SCHEMA_DDL + (HEADERS_DDL if headers else "")
 
     def reader(self, schema: Any) -> KprotoBatchReader:
         return KprotoBatchReader(self.options, schema)

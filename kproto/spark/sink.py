@@ -16,6 +16,7 @@ from pyspark.sql.datasource import (
 from ..errors import ConfigError
 from .exactly_once import ExactlyOnce, TaskTransaction, abort_all, commit_all
 from .options import _option, client_settings
+from .typed import SinkFormats
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class KprotoWriter(DataSourceArrowWriter):
         self.settings = client_settings(options, "producer")
         self.exactly_once = ExactlyOnce.from_options(options, self.settings, self.streaming)
         self.topic = _option(options, "topic")
+        self.formats = SinkFormats.from_options(options)    # valueFormat/keyFormat
         names = [f.name for f in schema.fields] if hasattr(schema, "fields") else []
         if "value" not in names:
             raise ConfigError("writing to Kafka needs a 'value' column")
@@ -73,6 +75,8 @@ class KprotoWriter(DataSourceArrowWriter):
                 if not batch.num_rows:
                     continue
                 for topic, part in _by_topic(batch, self.topic):
+                    if self.formats is not None:
+                        part = self.formats.encode(topic, part)
                     futures.append(producer.send_batch(topic, part))
                     records += part.num_rows
                     if txn is not None:

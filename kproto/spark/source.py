@@ -39,6 +39,7 @@ from .options import (
     offset_options,
     settings_for,
 )
+from .typed import arrow_target, decode_batch, read_formats, spark_schema
 
 log = logging.getLogger("kproto.spark")
 
@@ -58,6 +59,8 @@ class KafkaRange(InputPartition):
     settings: tuple[tuple[str, Any], ...]
     include_headers: bool
     fail_on_data_loss: bool
+    #: typed key/value columns (valueFormat/keyFormat), resolved on the driver
+    typed: tuple[Any, ...] = ()
 
 
 class DataLossError(IllegalStateError):
@@ -91,6 +94,7 @@ class _Planner:
         self.settings = client_settings(options)
         self.include_headers = _bool(options, "includeHeaders", False)
         self.fail_on_data_loss = _bool(options, "failOnDataLoss", True)
+        self.typed = read_formats(options)      # valueFormat/keyFormat: types known now
         self.min_partitions = _positive(options, "minPartitions")
         self.max_records = _positive(options, "maxRecordsPerPartition")
         # checked here, before anything is read: a bad option fails the query at once
@@ -182,7 +186,7 @@ class _Planner:
             pieces += [(tp, a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
         settings = tuple(sorted(self.settings.items()))
         return [KafkaRange(tp[0], tp[1], a, b, settings, self.include_headers,
-                           self.fail_on_data_loss) for tp, a, b in pieces]
+                           self.fail_on_data_loss, typed=self.typed) for tp, a, b in pieces]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         """On an executor: the records of one planned range, as Arrow batches."""
@@ -449,6 +453,7 @@ def _rate_limit(begin: Mapping[tuple[str, int], int], end: dict[tuple[str, int],
 def read_partition(part: KafkaRange, schema: Any = None) -> Iterator[Any]:
     """Read one planned range and yield Arrow batches in Spark's exact layout."""
     target = spark_arrow_schema(part.include_headers)
+    typed = arrow_target(spark_schema(target, part.typed)) if part.typed else None
     # in steps of bounded size: a task's memory does not grow with its range
     steps = iter_ranges(dict(part.settings), {(part.topic, part.partition): (part.start, part.end)},
                         step_bytes=STEP_BYTES, headers=part.include_headers,
@@ -456,7 +461,10 @@ def read_partition(part: KafkaRange, schema: Any = None) -> Iterator[Any]:
     try:
         for step in steps:
             for batch in step.batches:
-                yield batch.cast(target)
+                if typed is None:
+                    yield batch.cast(target)
+                else:               # decoded in the same batches, on this executor
+                    yield decode_batch(batch.cast(target), part.typed, typed)
             short = step.short.get((part.topic, part.partition))
             if short is not None and part.fail_on_data_loss:
                 raise OffsetOutOfRangeError(

@@ -1,0 +1,357 @@
+"""Typed ``key``/``value`` columns for the "kproto" source and sink.
+
+Reading with ``valueFormat`` (``avro``, ``json``, ``protobuf``; ``keyFormat``
+too) gives a struct column instead of binary. Its type is resolved on the
+driver, before anything is read (a DataFrame's schema must be known): from
+``valueSchema`` (an Avro schema or a JSON Schema, inline), else from the
+registry at ``schema.registry.url`` as the latest version of ``valueSubject``
+(default ``<topic>-value``, Confluent's TopicNameStrategy). Executors decode
+each Arrow batch's column with :func:`kproto.formats.decode` inside the same
+batches, the registry client (its cache filled on the driver) shipped with
+the task, and bring the result to the types Spark knows
+(:func:`spark_type`). ``formatErrors``: ``raise`` (default) fails the task on
+a bad value, naming its row; ``null`` reads it as null.
+
+Writing with ``valueFormat`` encodes a struct ``value`` column (``key`` with
+``keyFormat``) with :func:`kproto.formats.encode`, registering the schema
+(``valueSchema``, else the subject's latest version, else for Avro and JSON
+one derived from the column's type) under the subject that
+``valueSubjectNameStrategy`` names: ``TopicNameStrategy`` (``<topic>-value``,
+the default), ``RecordNameStrategy`` (the record's full name) or
+``TopicRecordNameStrategy`` (``<topic>-<record>``).
+
+Registry settings: ``schema.registry.url`` and any other
+``schema.registry.``-prefixed option under confluent-kafka's name
+(``schema.registry.basic.auth.user.info``, ``schema.registry.ssl.ca.location``...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import formats
+from ..errors import ConfigError
+from ..schema_registry import SchemaRegistryClient
+from .options import _option
+
+STRATEGIES = {"topicnamestrategy": "topic", "topic": "topic",
+              "recordnamestrategy": "record", "record": "record",
+              "topicrecordnamestrategy": "topic-record", "topic-record": "topic-record"}
+
+
+def registry_client(options: Mapping[str, str]) -> SchemaRegistryClient | None:
+    """The client the ``schema.registry.*`` options describe, if any."""
+    conf = {}
+    for key, value in options.items():
+        if key.lower().startswith("schema.registry."):
+            conf[key[len("schema.registry."):].lower()] = value
+    if not conf:
+        return None
+    return SchemaRegistryClient.from_config(conf)
+
+
+def _inline(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text          # a plain Avro type name such as "string"
+
+
+def spark_type(t: pa.DataType) -> pa.DataType:
+    """The Arrow type Spark reads a decoded column as: enums as strings, unions as
+    structs of their branches (``member0``...), unsigned ints widened, times as
+    microseconds (long), fixed as binary, timestamps in microseconds."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, spark_type(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return pa.list_(pa.field("element", spark_type(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(spark_type(t.key_type), spark_type(t.item_type))
+    if pa.types.is_union(t):
+        return pa.struct([pa.field(f"member{i}", spark_type(f.type)) for i, f in enumerate(t)])
+    if pa.types.is_dictionary(t):
+        return spark_type(t.value_type)
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz="UTC" if t.tz else None)
+    if pa.types.is_time(t):
+        return pa.int64()
+    if t == pa.uint8():
+        return pa.int16()
+    if t == pa.uint16():
+        return pa.int32()
+    if t == pa.uint32():
+        return pa.int64()
+    if t == pa.uint64():
+        return pa.decimal128(20, 0)
+    if pa.types.is_fixed_size_binary(t) or pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_decimal(t) and t.precision > 38:
+        return pa.string()
+    return t
+
+
+def to_spark(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """``array`` as ``target`` (a :func:`spark_type` of its type, names and nullability
+    as Spark gives them)."""
+    t = array.type
+    if pa.types.is_struct(t) and pa.types.is_struct(target):
+        children = [to_spark(array.field(i), target.field(i).type) for i in range(t.num_fields)]
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_union(t):
+        kinds = array.type_codes.to_numpy(zero_copy_only=False)
+        children = []
+        for i in range(t.num_fields):
+            branch = to_spark(_branch(array, i), target.field(i).type)
+            picked = pa.array(kinds == t.type_codes[i])
+            children.append(pc.if_else(picked, branch, pa.nulls(len(array), branch.type)))
+        return pa.StructArray.from_arrays(children, fields=list(target))
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_list(target):
+        values = to_spark(array.flatten(), target.value_type)
+        offsets = array.offsets if pa.types.is_list(t) else array.offsets.cast(pa.int32())
+        mask = array.is_null() if array.null_count else None
+        return pa.ListArray.from_arrays(offsets, values, type=target, mask=mask)
+    if pa.types.is_map(t) and pa.types.is_map(target):
+        keys = to_spark(array.keys, target.key_type)
+        items = to_spark(array.items, target.item_type)
+        mask = array.is_null() if array.null_count else None
+        return pa.MapArray.from_arrays(array.offsets, keys, items, type=target, mask=mask)
+    if pa.types.is_dictionary(t):
+        return to_spark(array.dictionary_decode(), target)
+    if pa.types.is_time(t):                  # microseconds since midnight, as a long
+        raw = array.cast(pa.int32() if pa.types.is_time32(t) else pa.int64()).cast(pa.int64())
+        factor = {"s": 1_000_000, "ms": 1000, "us": 1}.get(t.unit)
+        return pc.multiply(raw, factor) if factor else pc.divide(raw, 1000)
+    return array if array.type == target else array.cast(target)
+
+
+def _branch(array: pa.Array, i: int) -> pa.Array:
+    """Branch ``i`` of a dense union, one value per row (null where another branch)."""
+    import numpy as np
+
+    t = array.type
+    child = array.field(i)
+    kinds = array.type_codes.to_numpy(zero_copy_only=False)
+    offsets = array.offsets.to_numpy(zero_copy_only=False)
+    mine = kinds == t.type_codes[i]
+    if len(child) == 0:
+        return pa.nulls(len(array), child.type)
+    return child.take(pa.array(np.where(mine, offsets, 0)))
+
+
+@dataclass(frozen=True)
+class ColumnFormat:
+    """How one column (``key`` or ``value``) is decoded: what a task needs."""
+
+    column: str
+    format: str
+    registry: SchemaRegistryClient | None
+    schema: Any
+    subject: str | None
+    arrow: pa.DataType
+    spark: pa.DataType
+    errors: str
+
+    def decode(self, values: pa.Array) -> pa.Array:
+        if self.registry is not None:
+            array = formats.decode(values, self.format, registry=self.registry,
+                                   schema=self.schema, subject=self.subject, errors=self.errors)
+        else:
+            array = formats.decode(values, self.format, schema=self.schema, errors=self.errors)
+        return to_spark(array, self.spark)
+
+
+def read_formats(options: Mapping[str, str]) -> tuple[ColumnFormat, ...]:
+    """The typed columns the options ask for (resolved now, on the driver)."""
+    out = []
+    client = registry_client(options)
+    errors = (_option(options, "formatErrors") or "raise").strip().lower()
+    if errors not in ("raise", "null"):
+        raise ConfigError(f"option 'formatErrors' must be raise or null, not {errors!r}")
+    for column in ("key", "value"):
+        fmt = _option(options, f"{column}Format")
+        if fmt is None or fmt.strip().lower() in ("binary", "bytes"):
+            continue
+        fmt = fmt.strip().lower()
+        schema = _inline(_option(options, f"{column}Schema"))
+        subject = _option(options, f"{column}Subject")
+        if schema is None and subject is None:
+            topics = [t.strip() for t in (_option(options, "subscribe") or "").split(",")
+                      if t.strip()]
+            if client is None or len(topics) != 1:
+                raise ConfigError(
+                    f"option {column}Format={fmt} needs {column}Schema, or "
+                    f"schema.registry.url with {column}Subject (or one 'subscribe' topic: "
+                    f"<topic>-{column})")
+            subject = f"{topics[0]}-{column}"
+        if client is None and fmt == "protobuf":
+            raise ConfigError("protobuf values need schema.registry.url")
+        if client is not None and schema is None:
+            latest = client.get_latest(subject or "", format="serialized"
+                                       if fmt == "protobuf" else None)
+            if latest.schema_id is not None:
+                client.get_schema(latest.schema_id, format="serialized"
+                                  if fmt == "protobuf" else None)
+        arrow = formats.reader_type(fmt, schema=schema, registry=client, subject=subject)
+        out.append(ColumnFormat(column, fmt, client, schema, subject, arrow,
+                                spark_type(arrow), errors))
+    return tuple(out)
+
+
+def spark_schema(base: pa.Schema, typed: tuple[ColumnFormat, ...]) -> Any:
+    """The source's Spark schema (a StructType) with the typed columns' types."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    fields = [pa.field(f.name, next((c.spark for c in typed if c.column == f.name), f.type))
+              for f in base]
+    return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=True)
+
+
+def decode_batch(batch: pa.RecordBatch, typed: tuple[ColumnFormat, ...],
+                 target: pa.Schema) -> pa.RecordBatch:
+    """A batch in Spark's layout with its typed columns decoded (schema ``target``)."""
+    columns = list(batch.columns)
+    for c in typed:
+        i = batch.schema.get_field_index(c.column)
+        columns[i] = c.decode(batch.column(i))
+    return pa.RecordBatch.from_arrays(
+        [col if col.type == f.type else col.cast(f.type) for col, f in zip(columns, target,
+                                                                              strict=True)],
+        schema=target)
+
+
+def arrow_target(schema: Any) -> pa.Schema:
+    """The Arrow schema Spark expects from read() for the declared StructType."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def subject_name(topic: str, column: str, strategy: str, record: str | None) -> str:
+    """Confluent's subject naming strategies."""
+    kind = STRATEGIES.get(strategy.strip().lower())
+    if kind is None:
+        raise ConfigError(f"unknown subject name strategy {strategy!r} (TopicNameStrategy, "
+                          "RecordNameStrategy, TopicRecordNameStrategy)")
+    if kind == "topic":
+        return f"{topic}-{column}"
+    if not record:
+        raise ConfigError(f"{strategy} needs a record name (a named Avro record, a JSON "
+                          "Schema title, a Protobuf message)")
+    return record if kind == "record" else f"{topic}-{record}"
+
+
+@dataclass(frozen=True)
+class SinkFormats:
+    """How the sink encodes its typed ``key``/``value`` columns."""
+
+    columns: tuple[tuple[str, str, Any, str | None, str], ...]   # column, format, schema,
+    registry: SchemaRegistryClient | None                        # subject, strategy
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> SinkFormats | None:
+        client = registry_client(options)
+        columns = []
+        for column in ("key", "value"):
+            fmt = _option(options, f"{column}Format")
+            if fmt is None or fmt.strip().lower() in ("binary", "bytes"):
+                continue
+            strategy = _option(options, f"{column}SubjectNameStrategy") or "TopicNameStrategy"
+            if strategy.strip().lower() not in STRATEGIES:
+                raise ConfigError(f"option {column}SubjectNameStrategy: unknown strategy "
+                                  f"{strategy!r} (TopicNameStrategy, RecordNameStrategy, "
+                                  "TopicRecordNameStrategy)")
+            columns.append((column, fmt.strip().lower(),
+                            _inline(_option(options, f"{column}Schema")),
+                            _option(options, f"{column}Subject"), strategy))
+        return cls(tuple(columns), client) if columns else None
+
+    def encode(self, topic: str, table: pa.Table) -> pa.Table:
+        for column, fmt, schema, subject, strategy in self.columns:
+            if column not in table.schema.names:
+                continue
+            values = table.column(column).combine_chunks()
+            if schema is None and self.registry is None:
+                raise ConfigError(f"{column}Format={fmt} needs {column}Schema or "
+                                  "schema.registry.url")
+            if schema is None and fmt == "avro" and self.registry is not None:
+                schema = _latest_or_derived(self.registry, subject or f"{topic}-{column}",
+                                            values.type, topic, column)
+            name = _record_name(schema, fmt)
+            where = subject or (None if self.registry is None else
+                                subject_name(topic, column, strategy, name))
+            encoded = formats.encode(values, fmt, schema=schema, registry=self.registry,
+                                     subject=where)
+            table = table.set_column(table.schema.get_field_index(column), column, encoded)
+        return table
+
+
+def _record_name(schema: Any, fmt: str) -> str | None:
+    if isinstance(schema, Mapping):
+        if fmt == "avro" and schema.get("name"):
+            ns = schema.get("namespace")
+            return f"{ns}.{schema['name']}" if ns else str(schema["name"])
+        return str(schema.get("title")) if schema.get("title") else None
+    return getattr(getattr(schema, "DESCRIPTOR", None), "full_name", None)
+
+
+def _latest_or_derived(client: SchemaRegistryClient, subject: str, t: pa.DataType,
+                       topic: str, column: str) -> Any:
+    from ..errors import SchemaRegistryError
+
+    try:
+        return json.loads(client.get_latest(subject).schema)
+    except SchemaRegistryError as exc:
+        if exc.error_code != 40401:
+            raise
+    return avro_schema_for(t, f"{topic}_{column}".replace("-", "_").replace(".", "_"))
+
+
+def avro_schema_for(t: pa.DataType, name: str) -> Any:
+    """An Avro schema for values of an Arrow type (as Spark's to_avro derives one):
+    every field nullable (``["null", T]``, default null)."""
+    def of(t: pa.DataType, name: str) -> Any:
+        if pa.types.is_struct(t):
+            return {"type": "record", "name": name, "fields": [
+                {"name": f.name, "type": ["null", of(f.type, f"{name}_{f.name}")],
+                 "default": None} for f in t]}
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return {"type": "array", "items": ["null", of(t.value_type, f"{name}_item")]}
+        if pa.types.is_map(t):
+            return {"type": "map", "values": ["null", of(t.item_type, f"{name}_value")]}
+        if pa.types.is_boolean(t):
+            return "boolean"
+        if t in (pa.int8(), pa.int16(), pa.int32()):
+            return "int"
+        if pa.types.is_integer(t):
+            return "long"
+        if t == pa.float32():
+            return "float"
+        if pa.types.is_floating(t):
+            return "double"
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return "bytes"
+        if pa.types.is_date(t):
+            return {"type": "int", "logicalType": "date"}
+        if pa.types.is_timestamp(t):
+            logical = "timestamp-micros" if t.tz else "local-timestamp-micros"
+            return {"type": "long", "logicalType": logical}
+        if pa.types.is_decimal(t):
+            return {"type": "bytes", "logicalType": "decimal", "precision": t.precision,
+                    "scale": t.scale}
+        return "string"
+
+    return of(t, name)
