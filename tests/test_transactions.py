@@ -470,3 +470,49 @@ def test_init_transactions_times_out_when_no_coordinator_answers(mock: Any) -> N
         mock.clear_request_errors(ApiKey.INIT_PRODUCER_ID)
         p.init_transactions(timeout=10)     # the same call, waited for again
         assert p._txn.producer_id >= 0
+
+
+# --------------------------------------------------------------------------- no broker
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_a_stamped_transactional_batch_reads_as_one_in_kafka_python(codec: str) -> None:
+    """The transactional bit and producer fields stamp_batch writes, read by an
+    independent parser (kafka-python's DefaultRecordBatch), CRC checked; stamping
+    again without it clears the bit."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    from kproto import records
+    from kproto.records.batch import stamp_batch
+
+    payload = records.encode(value=[b"a", b"bb", None], compression=codec)
+    for transactional in (True, False):
+        stamped = stamp_batch(stamp_batch(payload, 7, 3, 41, transactional=True), 7, 3, 41,
+                              transactional=transactional)
+        batch = DefaultRecordBatch(bytes(stamped))
+        assert batch.validate_crc()
+        assert (batch.is_transactional, batch.is_control_batch) == (transactional, False)
+        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (7, 3, 41)
+        assert [r.value for r in batch] == [b"a", b"bb", None]
+
+
+def test_transaction_version_2_only_where_the_cluster_finalizes_it() -> None:
+    """KIP-890: EndTxn v5 and Produce v12+ tell the broker the client speaks
+    transaction version 2; without the finalized feature kproto caps them at the
+    first protocol's newest versions (v4, v11), as Java does."""
+    from types import SimpleNamespace
+
+    from kproto.producer_txn import TransactionManager
+    from kproto.transactions import end_txn_version, transaction_version
+
+    new = SimpleNamespace(versions={ApiKey.END_TXN: 5, ApiKey.PRODUCE: 13},
+                          finalized_features={"transaction.version": 2})
+    old = SimpleNamespace(versions={ApiKey.END_TXN: 5, ApiKey.PRODUCE: 13},
+                          finalized_features={})
+    assert (transaction_version(new), transaction_version(old)) == (2, 0)
+    assert (end_txn_version(new, True), end_txn_version(old, False)) == (5, 4)
+    txn = TransactionManager.__new__(TransactionManager)
+    txn.tv2 = False
+    assert txn.produce_version(old) == 11    # type: ignore[arg-type]
+    txn.tv2 = True
+    assert txn.produce_version(new) is None  # type: ignore[arg-type]  # the negotiated one
