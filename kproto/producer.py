@@ -183,6 +183,24 @@ class BatchFuture:
         return None
 
 
+def _typed_columns(topic: str, table: Any, registry: Any, strategy: str,
+                   columns: tuple[tuple[str, str | None, Any], ...]) -> Any:
+    """``table`` with its struct key/value columns encoded (:mod:`kproto.formats`)."""
+    from . import formats
+    from .schema_registry import as_client
+
+    client = as_client(registry)
+    for column, fmt, schema in columns:
+        if fmt is None or column not in table.schema.names:
+            continue
+        subject = None if client is None else formats.subject_name(
+            topic, column, strategy, formats.record_name(schema, fmt))
+        encoded = formats.encode(table.column(column), fmt, schema=schema, registry=client,
+                                 subject=subject)
+        table = table.set_column(table.schema.get_field_index(column), column, encoded)
+    return table
+
+
 def _as_bytes(v: Any, what: str) -> bytes | None:
     if v is None or isinstance(v, bytes):
         return v
@@ -261,8 +279,10 @@ class Producer:
                                                 partitions, on_done)
         return RecordFuture(batch, index)
 
-    def send_batch(self, topic: str, data: Any, *, partition: int | None = None
-                   ) -> BatchFuture:
+    def send_batch(self, topic: str, data: Any, *, partition: int | None = None,
+                   value_format: str | None = None, key_format: str | None = None,
+                   registry: Any = None, value_schema: Any = None, key_schema: Any = None,
+                   subject_name_strategy: str = "TopicNameStrategy") -> BatchFuture:
         """Queue a whole pyarrow ``Table``/``RecordBatch`` (or a dict of columns).
 
         Columns: ``value`` (binary/string), optional ``key``, ``headers``
@@ -272,6 +292,16 @@ class Producer:
         else sticky chunks of ``batch_size`` bytes). Each partition's rows are
         encoded in Cython into record batches of at most ``max_request_size``
         bytes. Returns a :class:`BatchFuture`.
+
+        Typed values: with ``value_format`` (``"avro"``, ``"json"``, ``"protobuf"``;
+        ``key_format`` likewise) the ``value`` column is a struct column, encoded by
+        :func:`kproto.formats.encode` with ``value_schema``; with ``registry`` (a URL
+        or a SchemaRegistryClient) the schema is registered under the subject
+        ``subject_name_strategy`` names (``<topic>-value`` by default) and each value
+        framed with its id (Confluent's wire format)::
+
+            p.send_batch("users", pa.table({"value": users}), value_format="avro",
+                         value_schema=schema, registry="http://registry:8081")
         """
         import pyarrow as pa
 
@@ -284,6 +314,10 @@ class Producer:
         if not isinstance(data, pa.Table):
             raise TypeError(f"send_batch takes a pyarrow Table/RecordBatch or a dict of "
                             f"columns, not {type(data).__name__}")
+        if value_format is not None or key_format is not None:
+            data = _typed_columns(topic, data, registry, subject_name_strategy,
+                                  (("value", value_format, value_schema),
+                                   ("key", key_format, key_schema)))
         n = data.num_rows
         if n == 0:
             return BatchFuture([])

@@ -189,3 +189,34 @@ def test_message_indexes_wire_form():
         assert _wire.message_indexes(data, 5) == (indexes, len(data) - 7)
     with pytest.raises(ValueError):
         _wire.message_indexes(b"\x00" * 5 + b"\x02", 5)       # count 1, no index
+
+
+@pytest.mark.broker
+def test_send_batch_encodes_a_struct_column_and_registers(registry, tansu):
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from kproto import Admin, Consumer, Producer
+
+    topic = "formats-send-batch"
+    users = pa.array(ROWS_V1 * 50, formats.reader_type("avro", schema=V1))
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({topic: 1}, exist_ok=True)
+    with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+        producer.send_batch(topic, pa.table({"value": users}), value_format="avro",
+                            value_schema=V1, registry=registry.url).result(30)
+        producer.send_batch(topic, pa.table({"value": users.slice(0, 1)}), value_format="avro",
+                            value_schema=V1, registry=registry.url,
+                            subject_name_strategy="RecordNameStrategy").result(30)
+    subjects = SchemaRegistryClient(registry.url).get_subjects()
+    assert f"{topic}-value" in subjects and "shop.User" in subjects
+    with Consumer(bootstrap_servers=tansu.bootstrap) as consumer:
+        table = consumer.read_range(topic)
+    values = table.column("value")
+    assert formats.decode(values, "avro", registry=registry.url).to_pylist() == \
+        ROWS_V1 * 50 + ROWS_V1[:1]
+    with Confluent({"url": registry.url}) as client:
+        deserialize = AvroDeserializer(client)
+        context = SerializationContext(topic, MessageField.VALUE)
+        assert [deserialize(v, context) for v in values.to_pylist()[:2]] == ROWS_V1

@@ -37,7 +37,8 @@ from ..schema_registry import SchemaRegistryClient, as_client
 from . import _wire
 from . import json as json_format
 
-__all__ = ["FORMATS", "Decoded", "decode", "decode_with_bad_rows", "encode", "reader_type"]
+__all__ = ["FORMATS", "STRATEGIES", "Decoded", "decode", "decode_with_bad_rows", "encode",
+           "reader_type", "record_name", "subject_name"]
 
 #: The formats :func:`decode` and :func:`encode` know.
 FORMATS = ("avro", "json", "protobuf")
@@ -184,6 +185,50 @@ def encode(array: Any, format: str, *, schema: Any = None, registry: Any = None,
     if schema is None:
         raise ConfigError("encoding avro needs the schema (schema=, or a registry subject)")
     return avro.encode(array, _parse_avro(schema), prefix=prefix)
+
+
+#: Confluent's subject naming strategies, by their Java and short names.
+STRATEGIES = {"topicnamestrategy": "topic", "topic": "topic",
+              "recordnamestrategy": "record", "record": "record",
+              "topicrecordnamestrategy": "topic-record", "topic-record": "topic-record"}
+
+
+def subject_name(topic: str, column: str, strategy: str = "TopicNameStrategy",
+                 record: str | None = None) -> str:
+    """The subject a ``column`` ("key" or "value") schema is registered under:
+    ``TopicNameStrategy`` -> ``<topic>-<column>``, ``RecordNameStrategy`` -> the
+    record's full name, ``TopicRecordNameStrategy`` -> ``<topic>-<record>``."""
+    kind = STRATEGIES.get(strategy.strip().lower())
+    if kind is None:
+        raise ConfigError(f"unknown subject name strategy {strategy!r} (TopicNameStrategy, "
+                          "RecordNameStrategy, TopicRecordNameStrategy)")
+    if kind == "topic":
+        return f"{topic}-{column}"
+    if not record:
+        raise ConfigError(f"{strategy} needs a record name (a named Avro record, a JSON "
+                          "Schema title, a Protobuf message)")
+    return record if kind == "record" else f"{topic}-{record}"
+
+
+def record_name(schema: Any, format: str) -> str | None:
+    """The full name a schema gives its record (Avro name, JSON Schema title,
+    Protobuf message), for the record naming strategies."""
+    if isinstance(schema, str) and format != "protobuf":
+        import json
+
+        try:
+            schema = json.loads(schema)
+        except ValueError:
+            return None
+    if isinstance(schema, Mapping):
+        if format == "avro" and schema.get("name"):
+            space = schema.get("namespace")
+            name = str(schema["name"])
+            return f"{space}.{name}" if space and "." not in name else name
+        return str(schema["title"]) if schema.get("title") else None
+    descriptor = getattr(schema, "DESCRIPTOR", schema)
+    found = getattr(descriptor, "full_name", None) or getattr(schema, "name", None)
+    return None if found is None else str(found)
 
 
 # --------------------------------------------------------------------------- framed values

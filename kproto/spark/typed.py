@@ -40,9 +40,8 @@ from ..errors import ConfigError
 from ..schema_registry import SchemaRegistryClient
 from .options import _option
 
-STRATEGIES = {"topicnamestrategy": "topic", "topic": "topic",
-              "recordnamestrategy": "record", "record": "record",
-              "topicrecordnamestrategy": "topic-record", "topic-record": "topic-record"}
+STRATEGIES = formats.STRATEGIES
+subject_name = formats.subject_name
 
 
 def registry_client(options: Mapping[str, str]) -> SchemaRegistryClient | None:
@@ -240,20 +239,6 @@ def arrow_target(schema: Any) -> pa.Schema:
 # --------------------------------------------------------------------------- writing
 
 
-def subject_name(topic: str, column: str, strategy: str, record: str | None) -> str:
-    """Confluent's subject naming strategies."""
-    kind = STRATEGIES.get(strategy.strip().lower())
-    if kind is None:
-        raise ConfigError(f"unknown subject name strategy {strategy!r} (TopicNameStrategy, "
-                          "RecordNameStrategy, TopicRecordNameStrategy)")
-    if kind == "topic":
-        return f"{topic}-{column}"
-    if not record:
-        raise ConfigError(f"{strategy} needs a record name (a named Avro record, a JSON "
-                          "Schema title, a Protobuf message)")
-    return record if kind == "record" else f"{topic}-{record}"
-
-
 @dataclass(frozen=True)
 class SinkFormats:
     """How the sink encodes its typed ``key``/``value`` columns."""
@@ -290,22 +275,13 @@ class SinkFormats:
             if schema is None and fmt == "avro" and self.registry is not None:
                 schema = _latest_or_derived(self.registry, subject or f"{topic}-{column}",
                                             values.type, topic, column)
-            name = _record_name(schema, fmt)
+            name = formats.record_name(schema, fmt)
             where = subject or (None if self.registry is None else
                                 subject_name(topic, column, strategy, name))
             encoded = formats.encode(values, fmt, schema=schema, registry=self.registry,
                                      subject=where)
             table = table.set_column(table.schema.get_field_index(column), column, encoded)
         return table
-
-
-def _record_name(schema: Any, fmt: str) -> str | None:
-    if isinstance(schema, Mapping):
-        if fmt == "avro" and schema.get("name"):
-            ns = schema.get("namespace")
-            return f"{ns}.{schema['name']}" if ns else str(schema["name"])
-        return str(schema.get("title")) if schema.get("title") else None
-    return getattr(getattr(schema, "DESCRIPTOR", None), "full_name", None)
 
 
 def _latest_or_derived(client: SchemaRegistryClient, subject: str, t: pa.DataType,
