@@ -323,7 +323,9 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
     cdef Py_ssize_t rows = nbytes // 7
     if count < rows:
         rows = count
-    if reserve_batch(d, rows, nbytes) < 0:
+    # (room for one row at least: every buffer then has memory, so the pointers below never
+    # add to NULL, which is undefined even for 0; UBSan, in the fuzzer, found it)
+    if reserve_batch(d, rows if rows > 0 else 1, nbytes) < 0:
         return -1
     cdef Py_ssize_t cover = d.key.rows + rows
     cdef int kmode = PUT_VIEW if d.views else (
