@@ -23,7 +23,11 @@ Python data sources are planned by ``spark.pyspark.python`` on the driver).
 Takes ~20 minutes on 2 cores (8 builds ~4 min, each x86_64 install + tests
 ~30 s, each aarch64 one ~3 min under qemu, the Spark job ~1 min), so it runs
 only with ``KPROTO_TEST_WHEELS=1``. ``KPROTO_TEST_WHEELS_DIR=DIR`` tests the
-wheels already in DIR (all 8 expected) instead of building them.
+wheels already in DIR (all 8 expected) instead of building them;
+``KPROTO_TEST_WHEELS_REF=REV`` builds commit REV (``build.py --ref``) instead of the
+work tree and takes the codec test files from REV too, so wheel and tests match
+while others edit the checkout (give it with ``KPROTO_TEST_WHEELS_DIR`` when the
+wheels there were built with ``--ref``).
 """
 
 from __future__ import annotations
@@ -70,6 +74,16 @@ CODEC_HELPERS = ["__init__.py", "conftest.py", "record_sets.py", "schema_strateg
 TEST_REQUIREMENTS = ["pytest>=8", "hypothesis>=6.100", "crc32c>=2.4", "kafka-python>=3.0.12",
                      "python-snappy>=0.7", "xxhash>=3", "aiokafka>=0.11"]
 ELF_MACHINES = {"x86_64": 62, "aarch64": 183}   # e_machine
+#: the commit the wheels are built from and tested with (None: the work tree)
+REF = os.environ.get("KPROTO_TEST_WHEELS_REF") or None
+
+
+def _source(path: str) -> bytes:
+    """A file of the project, as REF has it (or the work tree's)."""
+    if REF is None:
+        return (ROOT / path).read_bytes()
+    return subprocess.run(["git", "-C", str(ROOT), "show", f"{REF}:{path}"], check=True,
+                          capture_output=True).stdout
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("KPROTO_TEST_WHEELS") != "1",
@@ -148,7 +162,13 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 def _extensions() -> list[str]:
     """Every extension module the source declares (one per kproto/*.pyx, as setup.py has)."""
-    return sorted(f"kproto.{p.stem}" for p in (ROOT / "kproto").glob("*.pyx"))
+    if REF is None:
+        names = [p.name for p in (ROOT / "kproto").glob("*.pyx")]
+    else:
+        names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", REF,
+                                "kproto/"], check=True, capture_output=True,
+                               text=True).stdout.split()
+    return sorted(f"kproto.{Path(n).stem}" for n in names if n.endswith(".pyx"))
 
 
 @pytest.fixture(scope="module")
@@ -159,8 +179,8 @@ def wheel_set(tmp_path_factory) -> dict[tuple[str, str], Path]:
         out = Path(given).resolve()
     else:
         out = tmp_path_factory.mktemp("dist")
-        proc = _run([sys.executable, WHEELS / "build.py", "--all", "--wheel-dir", out],
-                    cwd=ROOT, timeout=3600)
+        proc = _run([sys.executable, WHEELS / "build.py", "--all", "--wheel-dir", out,
+                     *(["--ref", REF] if REF else [])], cwd=ROOT, timeout=3600)
         listed = [line[len("wheel="):] for line in proc.stdout.splitlines()
                   if line.startswith("wheel=")]
         assert sorted(listed) == sorted(str(p) for p in out.glob("kproto-*.whl"))
@@ -213,7 +233,7 @@ def _copy_codec_tests(dest: Path) -> Path:
     pkg = dest / "tests"
     pkg.mkdir(parents=True)
     for name in CODEC_HELPERS + CODEC_TESTS:
-        shutil.copy2(ROOT / "tests" / name, pkg / name)
+        (pkg / name).write_bytes(_source(f"tests/{name}"))
     (dest / "pytest.ini").write_text(textwrap.dedent("""\
         [pytest]
         addopts = -ra --strict-markers -p no:cacheprovider

@@ -294,9 +294,13 @@ def main(argv: list[str]) -> int:
                 if p is not None]
         if not set(args.platforms.split(",")) <= set(PLATFORMS):
             sys.exit(f"--platforms: one of {', '.join(PLATFORMS)}")
+    ref = args.ref
+    if ref is not None:   # one commit for the whole set, whatever lands while it builds
+        ref = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+        print(f"building commit {ref}")
     started = time.monotonic()
-    wheels = [build_one(python, plat, args.wheel_dir, args.keep, args.ref)
-              for python, plat in jobs]
+    wheels = [build_one(python, plat, args.wheel_dir, args.keep, ref) for python, plat in jobs]
     if len(wheels) > 1:
         print(f"\n{len(wheels)} wheels in {time.monotonic() - started:.0f} s:")
         for w in wheels:
