@@ -242,7 +242,9 @@ def _decode_framed(column: pa.Array, format: str, client: SchemaRegistryClient,
     bad = dict(framing.bad)
     ids = framing.ids
     writers: dict[int, Any] = {}
-    for schema_id in np.unique(ids[ids >= 0]).tolist():
+    known = ids[ids >= 0]
+    single = known.size and known.min() == known.max()       # the usual case: one id
+    for schema_id in ([int(known[0])] if single else np.unique(known).tolist()):
         rows = np.flatnonzero(ids == schema_id)
         try:
             found = client.get_schema(schema_id, format="serialized" if format == "protobuf"
