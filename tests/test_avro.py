@@ -370,3 +370,23 @@ def json_of(schema: avro.AvroSchema) -> Any:
     import json
 
     return json.loads(schema.json)
+
+
+def test_schema_references_define_named_types() -> None:
+    """Confluent's schema references: a schema using a record another one defines."""
+    import pickle
+
+    item = {"type": "record", "name": "Item", "namespace": "a", "fields": [
+        {"name": "sku", "type": "string"}]}
+    order = '{"type": "record", "name": "Order", "fields": [' \
+        '{"name": "items", "type": {"type": "array", "items": "a.Item"}}]}'
+    with pytest.raises(SchemaError, match="unknown Avro type 'a.Item'"):
+        avro.parse_schema(order)
+    schema = avro.parse_schema(order, references=[item])
+    full = {"type": "record", "name": "Order", "fields": [
+        {"name": "items", "type": {"type": "array", "items": item}}]}
+    assert schema.canonical_form == avro.parse_schema(full).canonical_form
+    assert schema.json == order and schema != avro.parse_schema(full)
+    datums = write(full, [{"items": [{"sku": "é1"}]}])
+    assert avro.decode(column(datums), schema)[0].to_pylist() == [{"items": [{"sku": "é1"}]}]
+    assert pickle.loads(pickle.dumps(schema)) == schema

@@ -232,20 +232,26 @@ def _logical(node: Node, obj: dict) -> None:
     node.logical = name
 
 
-def parse_json(text: str | dict | list) -> tuple[Any, Node, dict[str, Node]]:
-    """(the schema's JSON value, its root Node, its named types)."""
-    if isinstance(text, str):
-        stripped = text.strip()
-        if stripped.startswith(("{", "[", '"')):
-            try:
-                obj = json.loads(stripped)
-            except ValueError as exc:
-                raise SchemaError(f"schema is not valid JSON: {exc}") from None
-        else:
-            obj = stripped   # a bare primitive or type name: string, null
-    else:
-        obj = text
+def _load(text: str | dict | list) -> Any:
+    if not isinstance(text, str):
+        return text
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[", '"')):
+        return stripped   # a bare primitive or type name: string, null
+    try:
+        return json.loads(stripped)
+    except ValueError as exc:
+        raise SchemaError(f"schema is not valid JSON: {exc}") from None
+
+
+def parse_json(text: str | dict | list, references: tuple[str, ...] = (),
+               ) -> tuple[Any, Node, dict[str, Node]]:
+    """(the schema's JSON value, its root Node, its named types). ``references``: schemas
+    whose named types the schema uses (Confluent's schema references), parsed first."""
     parser = Parser()
+    for ref in references:
+        parser.parse(_load(ref))
+    obj = _load(text)
     return obj, parser.parse(obj), parser.names
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -66,10 +66,13 @@ class AvroSchema:
     named type, else the type; ``root``: the parsed type tree.
     """
 
-    __slots__ = ("json", "root", "names", "_canonical", "_arrow")
+    __slots__ = ("json", "references", "root", "names", "_canonical", "_arrow")
 
-    def __init__(self, text: str, root: Node, names: dict[str, Node]) -> None:
+    def __init__(self, text: str, root: Node, names: dict[str, Node],
+                 references: tuple[str, ...] = ()) -> None:
         self.json = text
+        #: The referenced schemas' texts it was parsed with (Confluent schema references).
+        self.references = references
         self.root = root
         self.names = names
         self._canonical: str | None = None
@@ -90,10 +93,11 @@ class AvroSchema:
         return self.root.name or self.root.type
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, AvroSchema) and other.json == self.json
+        return isinstance(other, AvroSchema) and (other.json, other.references) == (
+            self.json, self.references)
 
     def __hash__(self) -> int:
-        return hash(self.json)
+        return hash((self.json, self.references))
 
     def __str__(self) -> str:
         return self.json
@@ -103,34 +107,41 @@ class AvroSchema:
         return f"AvroSchema({text})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (parse_schema, (self.json,))
+        return (parse_schema, (self.json, self.references))
 
 
-def parse_schema(schema: str | Mapping[str, Any] | list[Any] | AvroSchema) -> AvroSchema:
+def parse_schema(schema: str | Mapping[str, Any] | list[Any] | AvroSchema,
+                 references: Sequence[str | Mapping[str, Any]] = ()) -> AvroSchema:
     """Parse an Avro schema: JSON text, or its loaded value (dict, list for a union, or a
-    type name). Raises :class:`~kproto.errors.SchemaError` when it is invalid. Parsed
-    schemas are cached by their text::
+    type name). ``references``: the schemas whose named types it uses without defining
+    them (Confluent's schema references), in dependency order. Raises
+    :class:`~kproto.errors.SchemaError` when it is invalid. Parsed schemas are cached by
+    their text::
 
         parse_schema('"string"').name            # 'string'
         parse_schema({"type": "array", "items": "long"})
+        parse_schema('{"type": "array", "items": "a.Item"}', references=[item_schema_text])
     """
+    refs = tuple(r if isinstance(r, str) else json.dumps(r, separators=(",", ":"))
+                 for r in references)
     if isinstance(schema, AvroSchema):
-        return schema
+        return schema if not refs or refs == schema.references else \
+            _parse_text(schema.json, refs)
     if isinstance(schema, str):
-        return _parse_text(schema)
+        return _parse_text(schema, refs)
     if isinstance(schema, Mapping | list):
-        return _parse_text(json.dumps(schema, separators=(",", ":")))
+        return _parse_text(json.dumps(schema, separators=(",", ":")), refs)
     raise SchemaError(f"an Avro schema is JSON text, a dict or a list, not "
                       f"{type(schema).__name__}")
 
 
 @lru_cache(maxsize=512)
-def _parse_text(text: str) -> AvroSchema:
-    _, root, names = parse_json(text)
+def _parse_text(text: str, references: tuple[str, ...] = ()) -> AvroSchema:
+    _, root, names = parse_json(text, references)
     stripped = text.strip()
     if not stripped.startswith(("{", "[", '"')):
         text = json.dumps(stripped)   # a bare type name
-    return AvroSchema(text, root, names)
+    return AvroSchema(text, root, names, references)
 
 
 def arrow_type(schema: AvroSchema) -> pa.DataType:
