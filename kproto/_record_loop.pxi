@@ -10,8 +10,11 @@
 #
 # One pass, no Python object per record. The loop cannot raise: a malformed record sets an
 # error code and position in the Decoder and returns -2; one cold function (decode_error) turns
-# them into CorruptRecordError. So it keeps its own inline varint reader instead of the
-# raising Cursor of _codec.pyx: one-byte varints (almost all of them) cost no call.
+# them into CorruptRecordError. So it keeps its own varint readers instead of the raising
+# Cursor of _codec.pyx. Each record is read first by a fast path that takes the common shapes
+# (varints of 1 or 2 bytes, a one-byte header count, non-null header values) with only the
+# checks its length leaves to do; anything else, every error included, goes to
+# record_checked, which checks every byte. Both append the same columns (issue 17).
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
