@@ -116,6 +116,8 @@ class Sender:
             self._force_close = True
             self._cond.notify_all()
         self._cluster.abort()
+        if self._txn is not None:
+            self._txn.abort_links()
 
     def detach(self) -> None:
         """close() is done with the sender: whoever is last closes the connections

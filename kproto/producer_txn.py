@@ -359,6 +359,10 @@ class TransactionManager(TxnRequests):
         """The sender thread stops: close the coordinator connections."""
         self._links.close()
 
+    def abort_links(self) -> None:
+        """close() gave up on the sender thread: its coordinator calls fail at once."""
+        self._links.abort()
+
     # -- sender helpers (locked)
 
     def _undrained_error(self) -> tuple[BaseException, bool] | None:

@@ -126,6 +126,11 @@ class CoordinatorLinks:
             conn.close()
         self._links.clear()
 
+    def abort(self) -> None:
+        """From another thread: a call blocked on a coordinator connection fails at once."""
+        for conn in list(self._links.values()):
+            conn.abort()
+
 
 def commit_transaction(prepared: PreparedTransaction, config: Mapping[str, Any] | None = None,
                        *, timeout_ms: int | None = None, **settings: Any) -> None:
