@@ -172,3 +172,37 @@ def test_entry_point_runs(tansu):
                           "-X", "request.timeout.ms=500", "metadata"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "Traceback" in out.stderr
+
+
+@pytest.mark.brokers("noida", reason="Tansu and the mock have no ListTransactions, "
+                     "DescribeTransactions or DescribeProducers")
+def test_transactions_list_describe_and_producers(broker, unique_topic, capsys):
+    topic = broker.create_topic(unique_topic, 2)
+    txn_id = f"{topic}-w"
+    with Producer(bootstrap_servers=broker.bootstrap, transactional_id=txn_id) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"x", partition=1).result(10)
+        code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "transactions", "list",
+                           "-s", "Ongoing")
+        assert code == 0
+        listed = [t for t in json.loads(out) if t["transactional_id"] == txn_id]
+        assert listed == [{"transactional_id": txn_id, "producer_id": p._txn.producer_id,
+                           "state": "Ongoing"}]
+        code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "transactions",
+                           "describe", txn_id)
+        [desc] = json.loads(out)
+        assert (desc["state"], desc["producer_epoch"], desc["partitions"]) == \
+            ("Ongoing", p._txn.epoch, [f"{topic}[1]"])
+        code, out, _ = run(capsys, "-b", broker.bootstrap, "transactions", "describe", txn_id)
+        assert code == 0 and txn_id in out and "Ongoing" in out and "partitions" in out
+        p.commit_transaction()
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "transactions", "describe",
+                       txn_id)
+    assert json.loads(out)[0]["state"] == "CompleteCommit"
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "transactions", "producers", topic)
+    assert code == 0 and "producer id" in out
+    code, _, err = run(capsys, "-b", broker.bootstrap, "transactions", "describe")
+    assert code == 1 and "needs transactional ids" in err
+    code, _, err = run(capsys, "-b", broker.bootstrap, "transactions", "producers", "nope-x")
+    assert code == 1 and "not found" in err
