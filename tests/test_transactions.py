@@ -516,3 +516,28 @@ def test_transaction_version_2_only_where_the_cluster_finalizes_it() -> None:
     assert txn.produce_version(old) == 11    # type: ignore[arg-type]
     txn.tv2 = True
     assert txn.produce_version(new) is None  # type: ignore[arg-type]  # the negotiated one
+
+
+def test_a_refused_group_generation_makes_the_transaction_abortable(mock: Any) -> None:
+    """TxnOffsetCommit answered ILLEGAL_GENERATION (the group moved on from the member
+    whose group_metadata() the offsets carry, KIP-447; injected: noida-db does not
+    check it): AbortableTransactionError with a CommitFailedError, and the producer
+    goes on after the abort."""
+    from kproto.errors import CommitFailedError
+
+    topic = f"inj-{uuid.uuid4().hex[:8]}"
+    mock.create_topic(topic, 1)
+    with Producer(bootstrap_servers=mock.bootstrap, transactional_id=topic) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"x", partition=0)
+        mock.push_request_errors(ApiKey.TXN_OFFSET_COMMIT, 22)     # ILLEGAL_GENERATION
+        with pytest.raises(AbortableTransactionError) as info:
+            p.send_offsets_to_transaction({(topic, 0): 1}, "g")
+        assert isinstance(info.value.error, CommitFailedError)
+        with pytest.raises(AbortableTransactionError):
+            p.commit_transaction()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send_offsets_to_transaction({(topic, 0): 1}, "g")
+        p.commit_transaction()
