@@ -10,6 +10,8 @@ import json
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kproto import formats
 from kproto.errors import FormatError
@@ -220,3 +222,57 @@ def test_send_batch_encodes_a_struct_column_and_registers(registry, tansu):
         deserialize = AvroDeserializer(client)
         context = SerializationContext(topic, MessageField.VALUE)
         assert [deserialize(v, context) for v in values.to_pylist()[:2]] == ROWS_V1
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.binary(max_size=40), st.builds(
+    lambda tail, schema_id: b"\x00" + schema_id.to_bytes(4, "big") + tail,
+    st.binary(max_size=40), st.sampled_from([1, 2, 3, 99]))), max_size=25))
+def test_hostile_framed_values_never_crash_nor_misplace_rows(values, hostile_registry):
+    """Random bytes with real and unknown ids: every row decodes or is reported bad;
+    with errors='raise' only FormatError comes out."""
+    column = pa.array(values, pa.binary())
+    url, protobuf_id = hostile_registry
+    for fmt in ("avro", "json", "protobuf"):
+        got = formats.decode_with_bad_rows(column, fmt, registry=url, errors="null")
+        assert len(got.array) == len(values)
+        nulls = {i for i, v in enumerate(values) if v is None}
+        bad = set(got.bad_rows.tolist())
+        assert not bad & nulls
+        assert {i for i in range(len(values)) if not got.array[i].is_valid} >= bad | nulls
+        try:
+            formats.decode(column, fmt, registry=url)
+        except FormatError as exc:
+            assert exc.row is not None and exc.row in bad
+        else:
+            assert not bad
+
+
+@pytest.fixture(scope="module")
+def hostile_registry():
+    """A registry whose ids 1, 2, 3 are an Avro, a JSON and a Protobuf schema."""
+    import base64
+
+    from google.protobuf import descriptor_pb2
+
+    proto = descriptor_pb2.FileDescriptorProto(name="h.proto", package="h", syntax="proto3")
+    message = proto.message_type.add(name="M")
+    message.field.add(name="a", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64)
+    message.field.add(name="s", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
+    with SchemaRegistryServer() as server:
+        client = SchemaRegistryClient(server.url)
+        client.register("a", json.dumps(V1))
+        client.register("j", json.dumps({"type": "object", "properties": {
+            "a": {"type": "integer"}, "s": {"type": "string"}}}), "JSON")
+        protobuf_id = client.register("p", base64.b64encode(proto.SerializeToString()).decode(),
+                                      "PROTOBUF")
+        yield server.url, protobuf_id
+
+
+def test_an_unreachable_registry_is_not_a_bad_row():
+    from kproto.errors import SchemaRegistryError
+
+    values = pa.array([_wire.header(1) + b"\x02a"])
+    dead = SchemaRegistryClient("http://127.0.0.1:9", max_retries=0, timeout=2)
+    with pytest.raises(SchemaRegistryError):
+        formats.decode(values, "avro", registry=dead, errors="null")

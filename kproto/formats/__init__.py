@@ -251,11 +251,13 @@ def _decode_framed(column: pa.Array, format: str, client: SchemaRegistryClient,
                                       else None)
             writers[schema_id] = _registered(found, format, client)
         except (SchemaRegistryError, SchemaError) as exc:
-            if errors == "raise" or (isinstance(exc, SchemaRegistryError)
-                                     and exc.error_code != 40403):
-                raise FormatError(row=int(rows[0]), reason=f"schema id {schema_id}: {exc}",
-                                  format=format) from exc
-            bad.update(dict.fromkeys(rows.tolist(), f"unknown schema id {schema_id}"))
+            if isinstance(exc, SchemaRegistryError) and exc.error_code != 40403:
+                raise           # the registry failed, not the row: never a bad row
+            reason = (f"unknown schema id {schema_id}" if isinstance(exc, SchemaRegistryError)
+                      else f"schema id {schema_id}: {exc}")
+            if errors == "raise":
+                raise FormatError(row=int(rows[0]), reason=reason, format=format) from exc
+            bad.update(dict.fromkeys(rows.tolist(), reason))
             ids[rows] = -1
     if reader is None and subject is not None:
         latest = client.get_latest(subject, format="serialized" if format == "protobuf"
@@ -263,6 +265,12 @@ def _decode_framed(column: pa.Array, format: str, client: SchemaRegistryClient,
         reader = _registered(latest, format, client)
     if reader is None and writers:
         reader = writers[max(writers)]
+    if reader is None and format != "json":
+        # no value to decode, no schema given: no type to decode into (all rows null)
+        if errors == "raise" and bad:
+            row = min(bad)
+            raise FormatError(row=row, reason=bad[row], format=format)
+        return Decoded(pa.nulls(len(column)), np.array(sorted(bad), np.int64))
     if format == "avro":
         return _decode_avro(column, ids, writers, reader, bad, errors)
     if format == "json":
