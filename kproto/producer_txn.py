@@ -382,7 +382,8 @@ class TransactionManager(TxnRequests):
     def _ready_request(self, now: float, *, peek: bool = False) -> _Request | None:
         """The request to send now, by priority (Java's nextRequest); with ``peek``
         nothing changes."""
-        if not peek and self._adding():
+        if not peek and self._adding() and not any(
+                r.kind == "add_partitions" and r.data is None for r in self._queue):
             self._enqueue("add_partitions", "add partitions", None)
         while self._queue:
             req = min(self._queue, key=lambda r: r.key)
