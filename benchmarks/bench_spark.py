@@ -18,8 +18,10 @@ once with ``KPROTO_BENCH_RECORDS`` records (default 2,000,000: 16-byte keys,
   path without Spark).
 - write: the key and value columns of the topic (read by kproto's source once,
   cached in Spark's memory, untimed) written with ``df.write.format("kproto")`` to
-  a fresh topic (same codec), against an Arrow writer that counts the batches and
-  discards them (the ceiling of any Python data source writer).
+  a fresh topic (same codec), at-least-once and with ``exactlyOnce=true`` (a
+  transaction per task, committed by the driver), against an Arrow writer that
+  counts the batches and discards them (the ceiling of any Python data source
+  writer).
 
 Full mode: one untimed warm-up round, then 3 timed rounds (median reported).
 Each round is wall time of the whole Spark action (``load()`` and planning
@@ -504,7 +506,7 @@ def test_read_partition_direct(benchmark: Any, broker: str, filled: Filled) -> N
 # ---------------------------------------------------------------- writes
 
 
-@pytest.mark.parametrize("variant", ["kproto", "discard"])
+@pytest.mark.parametrize("variant", ["kproto", "kproto_exactly_once", "discard"])
 def test_spark_write(benchmark: Any, spark: Any, broker: str, filled: Filled, cached: Any,
                      variant: str, tmp_path: Any) -> None:
     benchmark.group = f"spark write {filled.codec}"
@@ -521,13 +523,16 @@ def test_spark_write(benchmark: Any, spark: Any, broker: str, filled: Filled, ca
             return
         topic = f"bench-spark-write-{filled.codec}-{uuid.uuid4().hex[:8]}"
         (w.format("kproto").option("kafka.bootstrap.servers", broker)
-         .option("kafka.compression.type", filled.codec).option("topic", topic).save())
+         .option("kafka.compression.type", filled.codec).option("topic", topic)
+         .option("exactlyOnce", str(variant == "kproto_exactly_once").lower()).save())
         clock.stop(RECORDS)
         # untimed: every record is in the topic, then the topic goes (Tansu holds it in
-        # memory)
+        # memory); a transaction's commit marker takes an offset of each partition
         with kproto.Consumer(bootstrap_servers=broker) as c:
             ends = c.end_offsets([(topic, p) for p in range(PARTITIONS)])
-        assert sum(ends.values()) == RECORDS, ends
+            got = c.read_range(topic, headers=False).num_rows \
+                if variant == "kproto_exactly_once" else sum(ends.values())
+        assert got == RECORDS, (got, ends)
         with kproto.Admin(bootstrap_servers=broker) as admin:
             admin.delete_topics([topic])
 
@@ -560,6 +565,7 @@ def tables(path: str) -> str:
         "read_range": "read: Consumer.read_range, no Spark",
         "read_partition_direct": "read: spark.read_partition ×4 in turn, no Spark",
         "write_kproto": "write key+value: kproto sink",
+        "write_kproto_exactly_once": "write key+value: kproto sink, exactlyOnce=true",
         "write_discard": "write key+value: discarding Arrow writer",
     }
     ratios = {
@@ -568,6 +574,8 @@ def tables(path: str) -> str:
                            ("read_range", "÷ read_range")],
         "read_partition_direct": [("read_range", "÷ read_range")],
         "write_kproto": [("write_discard", "÷ discarding writer")],
+        "write_kproto_exactly_once": [("write_kproto", "÷ at-least-once"),
+                                      ("write_discard", "÷ discarding writer")],
     }
     n = max((i["records"] for i in got.values()), default=0)
     rounds = max((len(i["rounds"]) for i in got.values()), default=0)

@@ -382,8 +382,9 @@ class Admin:
             conn = self._cluster.new_connection(address)
             try:
                 return conn.request(api_key, fields)
-            except KprotoError:
-                if time.monotonic() > deadline:
+            except KprotoError as exc:
+                # asking again cannot change an answer such as "no such API here"
+                if not exc.retriable or time.monotonic() > deadline:
                     raise
                 time.sleep(self._cluster.retry_backoff_ms / 1000)
             finally:
