@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -74,8 +75,10 @@ def spark_type(t: pa.DataType) -> pa.DataType:
         return pa.list_(pa.field("element", spark_type(t.value_type)))
     if pa.types.is_map(t):
         return pa.map_(spark_type(t.key_type), spark_type(t.item_type))
-    if pa.types.is_union(t):
-        return pa.struct([pa.field(f"member{i}", spark_type(f.type)) for i, f in enumerate(t)])
+    if pa.types.is_union(t):            # as Spark's from_avro: null branches make it nullable
+        branches = [f for f in t if not pa.types.is_null(f.type)]
+        return pa.struct([pa.field(f"member{i}", spark_type(f.type))
+                          for i, f in enumerate(branches)])
     if pa.types.is_dictionary(t):
         return spark_type(t.value_type)
     if pa.types.is_timestamp(t):
@@ -110,11 +113,17 @@ def to_spark(array: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_union(t):
         kinds = array.type_codes.to_numpy(zero_copy_only=False)
         children = []
+        null = np.zeros(len(array), bool)
         for i in range(t.num_fields):
-            branch = to_spark(_branch(array, i), target.field(i).type)
-            picked = pa.array(kinds == t.type_codes[i])
-            children.append(pc.if_else(picked, branch, pa.nulls(len(array), branch.type)))
-        return pa.StructArray.from_arrays(children, fields=list(target))
+            mine = kinds == t.type_codes[i]
+            if pa.types.is_null(t.field(i).type):
+                null |= mine
+                continue
+            branch = to_spark(_branch(array, i), target.field(len(children)).type)
+            children.append(pc.if_else(pa.array(mine), branch,
+                                       pa.nulls(len(array), branch.type)))
+        return pa.StructArray.from_arrays(children, fields=list(target),
+                                          mask=pa.array(null) if null.any() else None)
     if (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_list(target):
         values = to_spark(array.flatten(), target.value_type)
         offsets = array.offsets if pa.types.is_list(t) else array.offsets.cast(pa.int32())
@@ -136,8 +145,6 @@ def to_spark(array: pa.Array, target: pa.DataType) -> pa.Array:
 
 def _branch(array: pa.Array, i: int) -> pa.Array:
     """Branch ``i`` of a dense union, one value per row (null where another branch)."""
-    import numpy as np
-
     t = array.type
     child = array.field(i)
     kinds = array.type_codes.to_numpy(zero_copy_only=False)
