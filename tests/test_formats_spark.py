@@ -75,21 +75,26 @@ def test_read_typed_write_back_read_again(spark, tansu):
             values = [serialize(r, context) for r in written]
         with Admin(bootstrap_servers=tansu.bootstrap) as admin:
             admin.create_topics({"events-avro": 2, "events-avro-copy": 1}, exist_ok=True)
-        with Producer(bootstrap_servers=tansu.bootstrap) as producer:
-            producer.send_batch("events-avro", pa.table({
-                "key": [b"%d" % i for i in range(N)], "value": values})).result(30)
+        keys = pa.array([{"k": i, "who": f"Zoë-{i}"} for i in range(N)])
+        with Producer(bootstrap_servers=tansu.bootstrap) as producer:   # keys: kproto's JSON
+            producer.send_batch("events-avro", pa.table({"key": keys, "value": values}),
+                                key_format="json", registry=registry.url).result(30)
 
         def read(topic: str):
             return (spark.read.format("kproto")
                     .option("kafka.bootstrap.servers", tansu.bootstrap)
                     .option("subscribe", topic).option("valueFormat", "avro")
+                    .option("keyFormat", "json")
                     .option("schema.registry.url", registry.url).load())
 
         df = read("events-avro")
         value_type = df.schema["value"].dataType
         assert value_type.simpleString().startswith("struct<id:bigint,who:struct<name:string")
-        got = sorted((r.asDict(recursive=True) for r in df.select("value.*").collect()),
-                     key=lambda r: r["id"])
+        assert df.schema["key"].dataType.simpleString() == "struct<k:bigint,who:string>"
+        pairs = sorted((r.asDict(recursive=True) for r in df.select("key", "value").collect()),
+                       key=lambda r: r["key"]["k"])
+        assert [p["key"] for p in pairs] == keys.to_pylist()
+        got = [p["value"] for p in pairs]
         # Spark hands timestamps back naive, in the session's time zone (UTC here)
         expected = [{**r, "at": r["at"].replace(tzinfo=None)} for r in written]
         assert got == expected
@@ -97,6 +102,7 @@ def test_read_typed_write_back_read_again(spark, tansu):
         (df.select("key", "value").write.format("kproto")
          .option("kafka.bootstrap.servers", tansu.bootstrap)
          .option("topic", "events-avro-copy").option("valueFormat", "avro")
+         .option("keyFormat", "json")
          .option("valueSubjectNameStrategy", "TopicRecordNameStrategy")
          .option("valueSchema", json.dumps(SCHEMA))
          .option("schema.registry.url", registry.url).mode("append").save())
@@ -106,7 +112,9 @@ def test_read_typed_write_back_read_again(spark, tansu):
                  .option("kafka.bootstrap.servers", tansu.bootstrap)
                  .option("subscribe", "events-avro-copy").option("valueFormat", "avro")
                  .option("valueSubject", "events-avro-copy-shop.Event")
+                 .option("keyFormat", "json")
                  .option("schema.registry.url", registry.url).load())
-        back = sorted((r.asDict(recursive=True) for r in again.select("value.*").collect()),
-                      key=lambda r: r["id"])
-        assert back == expected
+        back = sorted((r.asDict(recursive=True) for r in again.select("key", "value").collect()),
+                      key=lambda r: r["key"]["k"])
+        assert [b["value"] for b in back] == expected
+        assert [b["key"] for b in back] == keys.to_pylist()
