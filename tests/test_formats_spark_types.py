@@ -101,3 +101,22 @@ def test_options_resolve_on_the_driver_and_name_subjects():
                                                ("c", pa.timestamp("us", tz="UTC"))]), "v")
     back = formats.reader_type("avro", schema=derived)
     assert [f.name for f in back] == ["a", "b", "c"]
+
+
+def test_sink_derives_registers_and_asks_once():
+    rows = [{"a": 1, "b": ["x"], "c": None}, {"a": None, "b": [], "c": "é"}]
+    table = pa.table({"value": pa.array(rows, pa.struct([
+        ("a", pa.int64()), ("b", pa.list_(pa.string())), ("c", pa.string())]))})
+    with SchemaRegistryServer() as registry:
+        sink = typed.SinkFormats.from_options({"valueFormat": "avro",
+                                               "schema.registry.url": registry.url})
+        first = sink.encode("t", table)
+        asked = len(registry.requests)
+        again = sink.encode("t", table)
+        assert len(registry.requests) == asked            # schema and id known in the task
+        assert again.column("value").to_pylist() == first.column("value").to_pylist()
+        decoded = formats.decode(first.column("value"), "avro", registry=registry.url)
+        assert decoded.to_pylist() == rows
+        from kproto.schema_registry import SchemaRegistryClient
+
+        assert SchemaRegistryClient(registry.url).get_subjects() == ["t-value"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -252,6 +252,8 @@ class SinkFormats:
 
     columns: tuple[tuple[str, str, Any, str | None, str], ...]   # column, format, schema,
     registry: SchemaRegistryClient | None                        # subject, strategy
+    #: schemas found per (topic, column) in this task: the registry is asked once
+    resolved: dict[tuple[str, str], Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SinkFormats | None:
@@ -280,8 +282,12 @@ class SinkFormats:
                 raise ConfigError(f"{column}Format={fmt} needs {column}Schema or "
                                   "schema.registry.url")
             if schema is None and fmt == "avro" and self.registry is not None:
-                schema = _latest_or_derived(self.registry, subject or f"{topic}-{column}",
-                                            values.type, topic, column)
+                key = (topic, column)
+                if key not in self.resolved:
+                    self.resolved[key] = _latest_or_derived(
+                        self.registry, subject or f"{topic}-{column}", values.type, topic,
+                        column)
+                schema = self.resolved[key]
             name = formats.record_name(schema, fmt)
             where = subject or (None if self.registry is None else
                                 subject_name(topic, column, strategy, name))
