@@ -21,6 +21,7 @@ Exit status 1 if any target had a finding.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -73,19 +74,15 @@ def child(target: str, build: str | None, libfuzzer_args: list[str],
                .removesuffix(".__init__") for p in (ROOT / "kproto").rglob("*.py")}
     exclude = sorted(modules - set(INSTRUMENT[target]))
     with atheris.instrument_imports(include=["kproto"], exclude=exclude):
-        import kproto._avro  # noqa: F401
-
-        import kproto._codec
-        import kproto._pure.avro  # noqa: F401
-        import kproto._pure.records
-        import kproto.compression
-        import kproto.formats.avro  # noqa: F401
-        import kproto.protocol
-        import kproto.protocol.engine
-        import kproto.protocol.slicer  # noqa: F401
+        for name in ("kproto._avro", "kproto._codec", "kproto._pure.avro",
+                     "kproto._pure.records", "kproto.compression", "kproto.formats.avro",
+                     "kproto.protocol", "kproto.protocol.engine", "kproto.protocol.slicer"):
+            importlib.import_module(name)   # (not import statements: their sort order
+                                            # depended on what the checkout had built)
     from tests.fuzz import targets
 
-    print(f"kproto-fuzz: {target}: kproto._codec from {kproto._codec.__file__}", flush=True)
+    codec_file = sys.modules["kproto._codec"].__file__
+    print(f"kproto-fuzz: {target}: kproto._codec from {codec_file}", flush=True)
     one_input = targets.make(target, keep_going)
     # internal_libfuzzer: the copy loaded above, whose hooks the instrumented _codec uses
     atheris.Setup([sys.argv[0], *libfuzzer_args], one_input, internal_libfuzzer=not preloaded)
