@@ -144,6 +144,9 @@ def test_failed_auto_commit_keeps_the_polled_records(broker, proxied, unique_top
         _hook(proxied, None)
 
 
+@pytest.mark.brokers("tansu", "noida", reason="the claim is about one Fetch answer holding both "
+                     "partitions; the mock leads them from different nodes, whose answers race "
+                     "(seen failing under load: the error's answer came first)")
 def test_an_error_on_one_partition_keeps_the_others_records(broker, proxied, unique_topic):
     _fill(broker, unique_topic, 2, 5, bootstrap=proxied.bootstrap)
     tps = [TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)]
