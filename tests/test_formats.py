@@ -276,3 +276,32 @@ def test_an_unreachable_registry_is_not_a_bad_row():
     dead = SchemaRegistryClient("http://127.0.0.1:9", max_retries=0, timeout=2)
     with pytest.raises(SchemaRegistryError):
         formats.decode(values, "avro", registry=dead, errors="null")
+
+
+def test_protobuf_two_schema_versions_unify_to_the_newest(registry):
+    import base64
+
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    def version(fields: list[tuple[str, int, int]]):
+        proto = descriptor_pb2.FileDescriptorProto(name="evo.proto", package="evo",
+                                                   syntax="proto3")
+        message = proto.message_type.add(name="M")
+        for name, number, kind in fields:
+            message.field.add(name=name, number=number, type=kind)
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(proto)
+        text = base64.b64encode(proto.SerializeToString()).decode()
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName("evo.M")), text
+
+    kind = __import__("google.protobuf.descriptor_pb2", fromlist=["x"]).FieldDescriptorProto
+    old_cls, old_text = version([("a", 1, kind.TYPE_INT64)])
+    new_cls, new_text = version([("a", 1, kind.TYPE_INT64), ("b", 2, kind.TYPE_STRING)])
+    client = SchemaRegistryClient(registry.url)
+    client.set_compatibility("NONE", "evo-value")
+    old_id = client.register("evo-value", old_text, "PROTOBUF")
+    new_id = client.register("evo-value", new_text, "PROTOBUF")
+    values = pa.array([_wire.header(new_id) + b"\x00" + new_cls(a=1, b="x").SerializeToString(),
+                       _wire.header(old_id) + b"\x00" + old_cls(a=2).SerializeToString()])
+    assert formats.decode(values, "protobuf", registry=client).to_pylist() == [
+        {"a": 1, "b": "x"}, {"a": 2, "b": None}]

@@ -144,36 +144,81 @@ def _single(field: Any) -> Any:
     return lambda value: value
 
 
-def _parse_rows(payloads: list[tuple[int, bytes]], descriptor: Any, errors: str,
-                bad: dict[int, str], format: str = "protobuf") -> list[dict[str, Any] | None]:
+def _build(messages: list[Any], descriptor: Any) -> pa.StructArray:
+    """Messages (None for a null row) -> a struct array of ``arrow_type(descriptor)``,
+    column by column: one list comprehension per field, no dict per record."""
+    target = _struct(descriptor)
+    missing = [m is None for m in messages]
+    if any(missing):
+        blank = _runtime()[2].GetMessageClass(descriptor)()
+        messages = [blank if m is None else m for m in messages]
+    children = []
+    for field, slot in zip(descriptor.fields, target, strict=True):
+        name = field.name
+        if _is_map(field):
+            value_field = field.message_type.fields_by_name["value"]
+            maps = [getattr(m, name) for m in messages]
+            keys = [k for mp in maps for k in mp]
+            items = [mp[k] for mp in maps for k in mp]
+            offsets = pa.array(np.cumsum([0] + [len(mp) for mp in maps]), pa.int32())
+            children.append(pa.MapArray.from_arrays(
+                offsets, pa.array(keys, slot.type.key_type),
+                _column(items, value_field, slot.type.item_type), type=slot.type))
+        elif _repeated(field):
+            lists = [getattr(m, name) for m in messages]
+            flat = [v for values in lists for v in values]
+            offsets = pa.array(np.cumsum([0] + [len(v) for v in lists]), pa.int32())
+            children.append(pa.ListArray.from_arrays(
+                offsets, _column(flat, field, slot.type.value_type), type=slot.type))
+        elif field.message_type is not None or getattr(field, "has_presence", False):
+            children.append(_column([getattr(m, name) if m.HasField(name) else None
+                                     for m in messages], field, slot.type))
+        else:
+            children.append(_column([getattr(m, name) for m in messages], field, slot.type))
+    mask = pa.array(missing) if any(missing) else None
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+
+
+def _column(values: list[Any], field: Any, type: pa.DataType) -> pa.Array:
+    if field.message_type is not None:
+        return _build(values, field.message_type)
+    if field.type == field.TYPE_ENUM:
+        names = {v.number: v.name for v in field.enum_type.values}
+        values = [None if v is None else names.get(v) or str(v) for v in values]
+    return pa.array(values, type)
+
+
+def _parse(payloads: list[tuple[int, bytes | None]], descriptor: Any, bad: dict[int, str]
+           ) -> list[Any]:
+    """Each (row, payload) parsed by the runtime: the message, or None (a null row, or a
+    bad one, recorded in ``bad``)."""
     cls = _runtime()[2].GetMessageClass(descriptor)
-    convert = _converter(descriptor)
-    out: list[dict[str, Any] | None] = []
+    out: list[Any] = []
     for row, payload in payloads:
-        try:
-            message = cls.FromString(payload)
-        except Exception as exc:  # noqa: BLE001 - the runtime's DecodeError, by any name
-            if errors == "raise":
-                raise FormatError(row=row, reason=f"not a {descriptor.full_name}: {exc}",
-                                  format=format) from None
-            bad[row] = f"not a {descriptor.full_name}: {exc}"
+        if payload is None:
             out.append(None)
             continue
-        out.append(convert(message))
+        try:
+            out.append(cls.FromString(payload))
+        except Exception as exc:  # noqa: BLE001 - the runtime's DecodeError, by any name
+            bad[row] = f"not a {descriptor.full_name}: {exc}"
+            out.append(None)
     return out
+
+
+def _raise_first(bad: dict[int, str], errors: str) -> None:
+    if errors == "raise" and bad:
+        row = min(bad)
+        raise FormatError(row=row, reason=bad[row], format="protobuf")
 
 
 def decode(column: pa.Array, descriptor: Any, *, errors: str = "raise"
            ) -> tuple[pa.Array, np.ndarray]:
     """Plain protobuf payloads of one message type -> a struct array."""
     bad: dict[int, str] = {}
-    values = column.to_pylist()
-    rows = [(i, v) for i, v in enumerate(values) if v is not None]
-    parsed = _parse_rows(rows, descriptor, errors, bad)
-    dicts: list[dict[str, Any] | None] = [None] * len(values)
-    for (i, _), d in zip(rows, parsed, strict=True):
-        dicts[i] = d
-    return pa.array(dicts, arrow_type(descriptor)), np.array(sorted(bad), np.int64)
+    messages = _parse(list(enumerate(column.to_pylist())), descriptor, bad)
+    _raise_first(bad, errors)
+    return _build(messages, descriptor), np.array(sorted(bad), np.int64)
 
 
 def _message_at(file: Any, indexes: tuple[int, ...]) -> Any:
@@ -219,17 +264,18 @@ def decode_framed(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], re
     if hasattr(reader, "message_types_by_name"):        # a file: the newest id's message
         reader = _message_at(reader, max(groups)[1] if groups else (0,))
     target = arrow_type(reader)
-    dicts: list[dict[str, Any] | None] = [None] * len(values)
+    pieces = []
     for (schema_id, indexes), rows in sorted(groups.items()):
         descriptor = _message_at(writers[schema_id], indexes)
-        for (row, _), d in zip(rows, _parse_rows(rows, descriptor, errors, bad), strict=True):
-            dicts[row] = d
-    if errors == "raise" and bad:
-        row = min(bad)
-        raise FormatError(row=row, reason=bad[row], format="protobuf")
-    for row in bad:
-        dicts[row] = None
-    return pa.array(dicts, target), np.array(sorted(bad), np.int64)
+        messages = _parse(list(rows), descriptor, bad)
+        if _struct(descriptor) == target:
+            array = _build(messages, descriptor)
+        else:                   # another message type: its fields matched to the reader's
+            convert = _converter(descriptor)
+            array = pa.array([None if m is None else convert(m) for m in messages], target)
+        pieces.append((np.array([row for row, _ in rows], np.int64), array))
+    _raise_first(bad, errors)
+    return _wire.assemble(len(values), pieces, target), np.array(sorted(bad), np.int64)
 
 
 def from_registry(found: RegisteredSchema, client: SchemaRegistryClient) -> Any:
