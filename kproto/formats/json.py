@@ -186,9 +186,8 @@ def _joined(values: pa.Array, rows: np.ndarray, skip: int) -> pa.Buffer:
     if not rows.all():
         column = column.filter(pa.array(rows))
     if skip:
-        # each header becomes the line break before its value (not blanks: pyarrow's
-        # reader is ~10% slower on whitespace), so the result's data buffer is the
-        # newline-delimited input as it is: one pass
+        # each header becomes the line break before its value, so the result's data
+        # buffer is the newline-delimited input as it is: one pass
         column = pc.binary_replace_slice(column, 0, skip, b"\n")
         start, end = buffers(column)[0][[0, -1]]
         data_buffer = column.buffers()[2]
