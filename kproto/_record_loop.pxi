@@ -317,8 +317,12 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
     cdef int64_t length, hk_len, hv_len, offset
     cdef int32_t i, h
     cdef bint keep, fast
-    cdef Py_ssize_t hk_rows, hk_data, hk_offsets, hv_rows, hv_data, hv_offsets
     cdef int hmode = -1         # header appends: unknown until the batch's first header
+    # header columns, while hmode is 1: data lengths, end offsets from index j (the headers
+    # this batch's fast path appended); hk_at, hv_at: the current record's, until it is kept
+    cdef Py_ssize_t hk_len_at = 0, hv_len_at = 0, hk_at = 0, hv_at = 0, j = 0
+    cdef int32_t *hk_offsets = NULL
+    cdef int32_t *hv_offsets = NULL
     cdef Py_ssize_t hcover = 0  # header rows reserved (for a first null value)
     # A record takes at least 7 bytes, so this batch adds at most that many rows, and its
     # keys and values fit in its own length: reserve once, append unchecked below.
@@ -373,7 +377,6 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
         # ---- the fast path: one pass of a loop, left by break when it gives up
         rec_start = p
         fast = False
-        hk_rows = -1
         while True:
             if end - p < 2:
                 break
@@ -423,11 +426,14 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
                     if hmode < 0:
                         hmode = reserve_headers(d, nbytes)
                         hcover = d.hvalue.rows + nbytes // 2 + 1
+                        if hmode:
+                            hk_len_at, hv_len_at, j = d.hkey.data.len, d.hvalue.data.len, 0
+                            hk_offsets = <int32_t *> (d.hkey.offsets.data + d.hkey.offsets.len)
+                            hv_offsets = <int32_t *> (d.hvalue.offsets.data
+                                                      + d.hvalue.offsets.len)
                     if not hmode:
                         break
-                    hk_rows, hk_data, hk_offsets = d.hkey.rows, d.hkey.data.len, d.hkey.offsets.len
-                    hv_rows, hv_data, hv_offsets = (d.hvalue.rows, d.hvalue.data.len,
-                                                    d.hvalue.offsets.len)
+                    hk_at, hv_at = hk_len_at, hv_len_at     # kept only if the record is
                 for h in range(<int32_t> f.header_count):
                     if rec_end - q < 2:
                         break
@@ -448,25 +454,34 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
                     hv = q
                     q += hv_len
                     if keep:
-                        copy_fast(&d.hkey, hk, hk_len, end)
-                        copy_fast(&d.hvalue, hv, hv_len, end)
+                        kp_copy(d.hkey.data.data + hk_at, hk, hk_len, end)
+                        hk_at += hk_len
+                        hk_offsets[j + h] = <int32_t> hk_at
+                        kp_copy(d.hvalue.data.data + hv_at, hv, hv_len, end)
+                        hv_at += hv_len
+                        hv_offsets[j + h] = <int32_t> hv_at
                 else:
                     fast = q == rec_end
+                    if fast and keep:
+                        hk_len_at, hv_len_at = hk_at, hv_at
+                        j += f.header_count
                 break
             fast = q == rec_end
             break
         if fast:
             p = rec_end
         else:
-            if hk_rows >= 0:            # undo the headers appended before giving up
-                d.hkey.rows, d.hkey.data.len, d.hkey.offsets.len = hk_rows, hk_data, hk_offsets
-                d.hvalue.rows, d.hvalue.data.len, d.hvalue.offsets.len = (hv_rows, hv_data,
-                                                                          hv_offsets)
+            # (the fast path's headers were never counted: nothing to undo)
+            if hmode > 0:
+                headers_sync(d, hk_len_at, hv_len_at, j)
             if record_checked(d, &p, end, base, &f, base_offset, &offset) != 0:
                 return -2 if d.err else -1
             keep = offset >= d.start_offset
             if hmode > 0:       # its header values may have started a bitmap: cover the batch
                 bin_cover(&d.hvalue, hcover)
+                hk_len_at, hv_len_at, j = d.hkey.data.len, d.hvalue.data.len, 0
+                hk_offsets = <int32_t *> (d.hkey.offsets.data + d.hkey.offsets.len)
+                hv_offsets = <int32_t *> (d.hvalue.offsets.data + d.hvalue.offsets.len)
         if not keep:
             continue
         if n == n_limit:
@@ -529,6 +544,8 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
     d.ts_type.len += n * 4
     d.header_offsets.len += n * 4
     d.headers_total = headers_total
+    if hmode > 0:
+        headers_sync(d, hk_len_at, hv_len_at, j)
     if kmode != PUT_CHECKED:
         col_sync(&d.key, k_len, n, key_rows + n)
         col_sync(&d.value, v_len, n, key_rows + n)
@@ -590,14 +607,14 @@ cdef uint8_t *first_null(BinOut *o, Py_ssize_t row, Py_ssize_t cover) except? NU
     return <uint8_t *> o.validity.data
 
 
-cdef inline void copy_fast(BinOut *o, const unsigned char *p, int64_t n,
-                           const unsigned char *src_end) noexcept nogil:
-    """copy_put of a value of ``n >= 0`` bytes, with kp_copy's 16 bytes of slack reserved."""
-    kp_copy(o.data.data + o.data.len, p, n, src_end)
-    o.data.len += n
-    (<int32_t *> (o.offsets.data + o.offsets.len))[0] = <int32_t> o.data.len
-    o.offsets.len += 4
-    o.rows += 1
+cdef inline void headers_sync(Decoder *d, Py_ssize_t hk_len, Py_ssize_t hv_len,
+                              Py_ssize_t j) noexcept nogil:
+    """Write the header columns' local cursors back: ``j`` headers appended to each."""
+    d.hkey.data.len, d.hvalue.data.len = hk_len, hv_len
+    d.hkey.offsets.len += 4 * j
+    d.hvalue.offsets.len += 4 * j
+    d.hkey.rows += j
+    d.hvalue.rows += j
 
 
 cdef inline void col_sync(BinOut *o, Py_ssize_t data_len, Py_ssize_t n,
