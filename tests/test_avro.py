@@ -390,3 +390,37 @@ def test_schema_references_define_named_types() -> None:
     datums = write(full, [{"items": [{"sku": "é1"}]}])
     assert avro.decode(column(datums), schema)[0].to_pylist() == [{"items": [{"sku": "é1"}]}]
     assert pickle.loads(pickle.dumps(schema)) == schema
+
+
+@pytest.mark.usefixtures("loop")
+def test_encode_takes_columns_of_neighbouring_arrow_types() -> None:
+    """What a DataFrame hands over: narrower ints, float32, string views, large lists,
+    maps as list<struct<key, value>>, date64, time64[ns], timestamp[s], dictionaries."""
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "l", "type": "long"}, {"name": "i", "type": "int"},
+        {"name": "d", "type": "double"}, {"name": "s", "type": "string"},
+        {"name": "a", "type": {"type": "array", "items": "long"}},
+        {"name": "m", "type": {"type": "map", "values": "int"}},
+        {"name": "dt", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "t", "type": {"type": "long", "logicalType": "time-micros"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "ds", "type": "string"}]}
+    day = datetime.date(2024, 1, 1)
+    table = pa.table({
+        "l": pa.array([1, 2**32 - 1], pa.uint32()), "i": pa.array([3, -4], pa.int8()),
+        "d": pa.array([1.5, 2.5], pa.float32()), "s": pa.array(["x", "é"], pa.string_view()),
+        "a": pa.array([[1], []], pa.large_list(pa.int16())),
+        "m": pa.array([[{"key": "k", "value": 1}], []],
+                      pa.list_(pa.struct([("key", pa.string()), ("value", pa.int32())]))),
+        "dt": pa.array([day] * 2, pa.date64()),
+        "t": pa.array([1_000, 86_399_999_999_000], pa.time64("ns")),
+        "ts": pa.array([datetime.datetime(2024, 1, 1, 12)] * 2, pa.timestamp("s")),
+        "ds": pa.array(["a", "b"]).dictionary_encode()})
+    out = avro.encode(table, avro.parse_schema(schema)).to_pylist()
+    assert read(schema, out) == [
+        {"l": 1, "i": 3, "d": 1.5, "s": "x", "a": [1], "m": {"k": 1}, "dt": day,
+         "t": datetime.time(0, 0, 0, 1), "ts": datetime.datetime(2024, 1, 1, 12, tzinfo=UTC),
+         "ds": "a"},
+        {"l": 2**32 - 1, "i": -4, "d": 2.5, "s": "é", "a": [], "m": {}, "dt": day,
+         "t": datetime.time(23, 59, 59, 999999),
+         "ts": datetime.datetime(2024, 1, 1, 12, tzinfo=UTC), "ds": "b"}]
