@@ -424,3 +424,34 @@ def test_encode_takes_columns_of_neighbouring_arrow_types() -> None:
         {"l": 2**32 - 1, "i": -4, "d": 2.5, "s": "é", "a": [], "m": {}, "dt": day,
          "t": datetime.time(23, 59, 59, 999999),
          "ts": datetime.datetime(2024, 1, 1, 12, tzinfo=UTC), "ds": "b"}]
+
+
+@pytest.mark.usefixtures("loop")
+def test_recursive_schemas_decode_through_unroll() -> None:
+    """A recursive schema has no Arrow type; unroll() gives a reader schema of bounded
+    depth whose deeper fields are skipped (spark-avro's recursiveFieldMaxDepth)."""
+    tree = {"type": "record", "name": "Node", "namespace": "t", "fields": [
+        {"name": "label", "type": "string"},
+        {"name": "kind", "type": {"type": "enum", "name": "K", "symbols": ["LEAF", "INNER"]}},
+        {"name": "children", "type": {"type": "array", "items": "Node"}},
+        {"name": "parent_label", "type": ["null", "string"]}]}
+    writer = avro.parse_schema(tree)
+    with pytest.raises(SchemaError, match="recursive"):
+        avro.arrow_type(writer)
+
+    def node(label: str, *children: dict[str, Any]) -> dict[str, Any]:
+        return {"label": label, "kind": "INNER" if children else "LEAF",
+                "children": list(children), "parent_label": None}
+
+    value = node("a", node("b", node("c", node("d"))), node("e"))
+    datums = write(tree, [value, node("z")])
+    array, bad = avro.decode(column(datums), writer, avro.unroll(writer, depth=2))
+    array.validate(full=True)
+    assert len(bad) == 0
+    first = array.to_pylist()[0]
+    assert first["label"] == "a" and [c["label"] for c in first["children"]] == ["b", "e"]
+    assert "children" not in first["children"][0]       # depth 2: the third level is skipped
+    assert array.to_pylist()[1] == {"label": "z", "kind": "LEAF", "children": [],
+                                    "parent_label": None}
+    with pytest.raises(SchemaError):
+        avro.unroll(writer, depth=0)

@@ -475,3 +475,62 @@ def is_nullable(node: Node) -> bool:
     if node.type == "null":
         return True
     return node.type == "union" and any(b.type == "null" for b in node.branches)
+
+
+# --------------------------------------------------------------------------- recursion
+
+
+def unrolled(node: Node, depth: int) -> Any:
+    """The JSON of a schema like ``node`` without recursion: a named record appears at most
+    ``depth`` times on any path, its copies renamed (``Name_2``...) with the original name
+    as an alias, and a field whose type would need one more copy is left out (a reader
+    schema: those fields of the writer's data are skipped). None when nothing is left."""
+    names: dict[str, int] = {}
+
+    def walk(n: Node, seen: dict[str, int]) -> Any:
+        t = n.type
+        if t in PRIMITIVES:
+            if n.logical is None:
+                return t
+            out: dict[str, Any] = {"type": t, "logicalType": n.logical}
+            if n.logical == "decimal":
+                out.update(precision=n.precision, scale=n.scale)
+            return out
+        if t == "array" or t == "map":
+            inner = walk(n.items if t == "array" else n.values, seen)  # type: ignore[arg-type]
+            return None if inner is None else {"type": t, "items" if t == "array"
+                                               else "values": inner}
+        if t == "union":
+            branches = [walk(b, seen) for b in n.branches]
+            return None if any(b is None for b in branches) else branches
+        level = seen.get(n.name, 0)
+        if level >= depth:
+            return None
+        names[n.name] = names.get(n.name, 0) + 1
+        copy = n.name if names[n.name] == 1 else f"{n.name}_{names[n.name]}"
+        out = {"type": t, "name": copy}
+        if copy != n.name:
+            out["aliases"] = [n.name]
+        if t == "enum":
+            out["symbols"] = list(n.symbols)
+            if n.enum_default is not None:
+                out["default"] = n.enum_default
+        elif t == "fixed":
+            out["size"] = n.size
+            if n.logical is not None:
+                out["logicalType"] = n.logical
+                if n.logical == "decimal":
+                    out.update(precision=n.precision, scale=n.scale)
+        else:
+            inner_seen = {**seen, n.name: level + 1}
+            fields = []
+            for f in n.fields:
+                ftype = walk(f.type, inner_seen)
+                if ftype is not None:
+                    fields.append({"name": f.name, "type": ftype})
+            out["fields"] = fields
+        return out
+
+    if depth < 1:
+        raise SchemaError(f"depth must be at least 1, not {depth}")
+    return walk(node, {})

@@ -22,8 +22,8 @@ dictionary<int32, string>, fixed -> fixed_size_binary, [null, T] -> nullable T, 
 unions -> dense union (children named by branch type), decimal -> decimal128
 (decimal256 past precision 38), date -> date32, time-millis -> time32[ms], time-micros ->
 time64[us], timestamp-* -> timestamp[unit, tz=UTC], local-timestamp-* -> timestamp[unit],
-uuid -> string. Recursive schemas have no Arrow type (SchemaError), unless the reader
-schema leaves the recursion out.
+uuid -> string. Recursive schemas have no Arrow type (SchemaError): decode them with a
+reader schema that leaves the recursion out, such as ``unroll(schema, depth)``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import pyarrow as pa
 from kproto import _backend
 from kproto.errors import FormatError, SchemaError
 
-from . import _avro_encode
+from . import _avro_encode, _avro_schema
 from ._avro_program import Program, reason
 from ._avro_schema import Node, canonical_form, fingerprint64, parse_json, to_arrow
 
@@ -54,7 +54,7 @@ else:
                       " decoder, which is much slower", RuntimeWarning, stacklevel=2)
         from kproto._pure import avro as _loop
 
-__all__ = ["AvroSchema", "arrow_type", "decode", "encode", "parse_schema"]
+__all__ = ["AvroSchema", "arrow_type", "decode", "encode", "parse_schema", "unroll"]
 
 
 class AvroSchema:
@@ -142,6 +142,22 @@ def _parse_text(text: str, references: tuple[str, ...] = ()) -> AvroSchema:
     if not stripped.startswith(("{", "[", '"')):
         text = json.dumps(stripped)   # a bare type name
     return AvroSchema(text, root, names, references)
+
+
+def unroll(schema: AvroSchema, depth: int = 3) -> AvroSchema:
+    """A reader schema for a recursive ``schema`` (which has no Arrow type): each record
+    appears at most ``depth`` times on any path of the tree, and the fields that would go
+    deeper are left out (their values are skipped when decoding), as spark-avro's
+    ``recursiveFieldMaxDepth`` does::
+
+        tree = avro.parse_schema(registry_text)          # {"name": "Node", ... "Node" ...}
+        array, bad = avro.decode(values, tree, avro.unroll(tree, depth=4))
+    """
+    schema = parse_schema(schema)
+    text = _avro_schema.unrolled(schema.root, depth)
+    if text is None:
+        raise SchemaError(f"nothing of {schema.name} is left at depth {depth}")
+    return parse_schema(text)
 
 
 def arrow_type(schema: AvroSchema) -> pa.DataType:
