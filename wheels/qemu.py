@@ -129,8 +129,13 @@ def make_venv(version: str, dest: Path, with_pip: bool = True) -> Path:
         link.chmod(0o755)
     python = dest / "bin" / "python"
     if with_pip:
-        subprocess.run([str(python), "-m", "ensurepip", "--default-pip"], check=True,
-                       stdout=subprocess.DEVNULL)
+        # Debian's ensurepip takes pip's wheel from /usr/share/python-wheels, which qemu -L
+        # maps into the root for open() but not for listxattr() (copy2): trixie's fails.
+        # pip runs from its own wheel instead.
+        wheels = sorted((root / "usr/share/python-wheels").glob("pip-*.whl"))
+        cmd = ([str(python), f"{wheels[-1]}/pip", "install", "-q", "--no-index", str(wheels[-1])]
+               if wheels else [str(python), "-m", "ensurepip", "--default-pip"])
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return python
 
 
