@@ -76,11 +76,24 @@ cdef char *pool_take(Py_ssize_t want, Py_ssize_t least, Py_ssize_t *size) noexce
     return p
 
 
+# glibc learns that a program uses big blocks from their frees: freeing a mapped block raises
+# the size below which it allocates from its heap, and how much freed heap it keeps. Before
+# the pool, a decode's frees did that, and the decompressors' per-batch buffers came from the
+# heap, warm; with every big block kept, binary_view's decompressed batches (kept with the
+# columns, never freed early) were fresh mappings at every decode. So the first block of 2 to
+# 32 MiB given back is freed, not kept, once: what the first decode's frees did before.
+cdef bint pool_primed = False
+
+
 cdef void pool_give(char *p, Py_ssize_t size) noexcept nogil:
     """Keep a block of ``size`` bytes (from malloc) for the next decode, or free it."""
-    global pool_count, pool_bytes
+    global pool_count, pool_bytes, pool_primed
     cdef bint kept = False
     if p == NULL:
+        return
+    if not pool_primed and 2 * 1024 * 1024 <= size <= 32 * 1024 * 1024:
+        pool_primed = True
+        free(p)
         return
     if size >= POOL_MIN and kp_pool_trylock():
         if pool_count < POOL_SLOTS and pool_bytes + size <= pool_limit:

@@ -197,11 +197,12 @@ def _unsnappy(data: Any, max_size: int) -> Any:
     return _snappy_into(chunks, total)
 
 
-def _snappy_into(chunks: list[tuple[memoryview, int]], total: int) -> bytearray:
+def _snappy_into(chunks: list[tuple[memoryview, int]], total: int) -> Any:
     import cramjam
+    import numpy as np
 
-    out = bytearray(total)
-    target = memoryview(out)
+    out = np.empty(total, np.uint8)     # every byte is written below: no zero-filling first
+    target = memoryview(out.data)
     at = 0
     for block, size in chunks:
         try:
@@ -259,7 +260,7 @@ def _lz4_fix_header_checksum(view: memoryview) -> bytes:
     return bytes(fixed)
 
 
-def _unlz4(data: Any, magic: int, max_size: int) -> bytearray:
+def _unlz4(data: Any, magic: int, max_size: int) -> Any:
     import lz4.frame
 
     view = memoryview(data).cast("B")
@@ -271,13 +272,11 @@ def _unlz4(data: Any, magic: int, max_size: int) -> bytearray:
     if declared > max_size:
         raise _too_big(LZ4, max_size, declared)
     d = lz4.frame.LZ4FrameDecompressor()
-    out = bytearray()
+    out = _Output(LZ4, max_size)
     try:
         while True:
-            chunk = d.decompress(src, max_length=min(_STEP, max_size - len(out) + 1))
-            out += chunk
-            if len(out) > max_size:
-                raise _too_big(LZ4, max_size)
+            chunk = d.decompress(src, max_length=out.step())
+            out.add(chunk)
             if d.eof or d.needs_input or not chunk:
                 break
             src = b""  # more output is waiting inside the decompressor
@@ -285,13 +284,48 @@ def _unlz4(data: Any, magic: int, max_size: int) -> bytearray:
         raise _corrupt(LZ4, f"invalid frame ({exc})", exc) from None
     if not d.eof:
         raise _corrupt(LZ4, "truncated frame")
-    return out
+    return out.result()
+
+
+class _Output:
+    """A stream's output, taken a step at a time under the cap. A stream that fits in one
+    step (a record batch, almost always) comes back as the codec's own chunk: no second
+    buffer to allocate, fault in and copy into."""
+
+    __slots__ = ("codec", "max_size", "first", "rest", "size")
+
+    def __init__(self, codec: int, max_size: int) -> None:
+        self.codec, self.max_size = codec, max_size
+        self.first: Any = b""
+        self.rest: bytearray | None = None
+        self.size = 0
+
+    def step(self) -> int:
+        return min(_STEP, self.max_size - self.size + 1)
+
+    def add(self, chunk: Any) -> None:
+        if not len(chunk):
+            return
+        self.size += len(chunk)
+        if self.size > self.max_size:
+            raise _too_big(self.codec, self.max_size)
+        if self.rest is not None:
+            self.rest += chunk
+        elif len(self.first):           # a second step: from now on one bytearray
+            self.rest = bytearray(self.first)
+            self.rest += chunk
+            self.first = b""
+        else:
+            self.first = chunk
+
+    def result(self) -> Any:
+        return self.rest if self.rest is not None else self.first
 
 
 _zstd_local = threading.local()
 
 
-def _unzstd(data: Any, max_size: int) -> bytearray:
+def _unzstd(data: Any, max_size: int) -> Any:
     import zstandard
 
     dctx = getattr(_zstd_local, "dctx", None)
@@ -303,19 +337,17 @@ def _unzstd(data: Any, max_size: int) -> bytearray:
         declared = -1  # no valid header: the decompressor says what is wrong
     if declared > max_size:
         raise _too_big(ZSTD, max_size, declared)
-    out = bytearray()
+    out = _Output(ZSTD, max_size)
     try:
         with dctx.stream_reader(data, read_across_frames=True, closefd=False) as reader:
             while True:
-                chunk = reader.read(min(_STEP, max_size - len(out) + 1))
+                chunk = reader.read(out.step())
                 if not chunk:
                     break
-                out += chunk
-                if len(out) > max_size:
-                    raise _too_big(ZSTD, max_size)
+                out.add(chunk)
     except zstandard.ZstdError as exc:
         raise _corrupt(ZSTD, f"invalid data ({exc})", exc) from None
-    return out
+    return out.result()
 
 
 # --------------------------------------------------------------------------- compress

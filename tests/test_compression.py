@@ -29,6 +29,20 @@ def test_round_trip(codec: int, i: int) -> None:
         assert c.decompress(codec, c.compress(codec, data, magic=0), magic=0) == data
 
 
+@pytest.mark.parametrize("codec", [c.LZ4, c.ZSTD, c.SNAPPY])
+@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 << 20])
+def test_outputs_of_one_step_and_of_many(codec: int, size: int) -> None:
+    """A stream that fits one 1 MiB step comes back as the codec's own buffer (issue 17: no
+    second buffer and copy); longer ones are joined; both equal the input, under the cap."""
+    data = bytes(range(251)) * (size // 251) + b"x" * (size % 251)
+    packed = c.compress(codec, data)
+    out = c.decompress_buffer(codec, packed)
+    assert bytes(out) == data
+    if size:
+        with pytest.raises(DecompressionLimitError):
+            c.decompress_buffer(codec, packed, max_size=size - 1)
+
+
 @pytest.mark.parametrize("i", range(len(PAYLOADS)))
 def test_interop_with_kafka_python(i: int) -> None:
     data = PAYLOADS[i]
