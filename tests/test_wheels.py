@@ -20,9 +20,9 @@ any Python path: the executor imports kproto from the shipped archive, the
 driver from the same archive unpacked in the job's directory (client mode:
 Python data sources are planned by ``spark.pyspark.python`` on the driver).
 
-Takes ~20 minutes on 2 cores (8 builds ~4 min, each x86_64 install + tests
-~30 s, each aarch64 one ~3 min under qemu, the Spark job ~1 min), so it runs
-only with ``KPROTO_TEST_WHEELS=1``. ``KPROTO_TEST_WHEELS_DIR=DIR`` tests the
+Takes ~40 minutes on 2 busy cores (8 builds ~13 min, each x86_64 install + tests
+~2 min, the aarch64 3.11 one ~6 min and the 3.13 one ~19 min under qemu, the Spark
+job ~3 min), so it runs only with ``KPROTO_TEST_WHEELS=1``. ``KPROTO_TEST_WHEELS_DIR=DIR`` tests the
 wheels already in DIR (all 8 expected) instead of building them;
 ``KPROTO_TEST_WHEELS_REF=REV`` builds commit REV (``build.py --ref``) instead of the
 work tree and takes the codec test files from REV too, so wheel and tests match
