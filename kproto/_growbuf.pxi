@@ -77,12 +77,14 @@ cdef char *pool_take(Py_ssize_t want, Py_ssize_t least, Py_ssize_t *size) noexce
 
 
 # glibc learns that a program uses big blocks from their frees: freeing a mapped block raises
-# the size below which it allocates from its heap, and how much freed heap it keeps. Before
-# the pool, a decode's frees did that, and the decompressors' per-batch buffers came from the
-# heap, warm; with every big block kept, binary_view's decompressed batches (kept with the
-# columns, never freed early) were fresh mappings at every decode. So the first block of 2 to
-# 32 MiB given back is freed, not kept, once: what the first decode's frees did before.
-cdef bint pool_primed = False
+# the size below which it allocates from its heap to that block's, and how much freed heap it
+# keeps to twice that (up to 32 and 64 MiB). Before the pool, a decode's frees did that, and
+# the decompressors' per-batch buffers came from the heap, warm; with every big block kept,
+# binary_view's decompressed batches (kept with the columns, freed together) were trimmed
+# from the heap and faulted in again at every decode (6,200 faults a decode, 40% slower).
+# So a block of 2 to 32 MiB at least twice the size of any freed before is freed, not kept:
+# a few times in a process, as the first decodes' frees did before the pool.
+cdef Py_ssize_t pool_primed = 1024 * 1024
 
 
 cdef void pool_give(char *p, Py_ssize_t size) noexcept nogil:
@@ -91,8 +93,8 @@ cdef void pool_give(char *p, Py_ssize_t size) noexcept nogil:
     cdef bint kept = False
     if p == NULL:
         return
-    if not pool_primed and 2 * 1024 * 1024 <= size <= 32 * 1024 * 1024:
-        pool_primed = True
+    if 2 * pool_primed <= size <= 32 * 1024 * 1024:
+        pool_primed = size
         free(p)
         return
     if size >= POOL_MIN and kp_pool_trylock():
