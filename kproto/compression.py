@@ -273,13 +273,9 @@ def _unlz4(data: Any, magic: int, max_size: int) -> Any:
         raise _too_big(LZ4, max_size, declared)
     d = lz4.frame.LZ4FrameDecompressor()
     out = _Output(LZ4, max_size)
-    # The decompressor allocates max_length and shrinks it to what it wrote: ask for about
-    # the size (declared, or four times the input; more steps follow if needed), so that each
-    # batch does not leave a hole of most of a megabyte in the heap behind its output.
-    guess = declared + 1 if declared > 0 else 4 * view.nbytes + 65536
     try:
         while True:
-            chunk = d.decompress(src, max_length=min(guess, out.step()))
+            chunk = d.decompress(src, max_length=out.step())
             out.add(chunk)
             if d.eof or d.needs_input or not chunk:
                 break
@@ -342,11 +338,10 @@ def _unzstd(data: Any, max_size: int) -> Any:
     if declared > max_size:
         raise _too_big(ZSTD, max_size, declared)
     out = _Output(ZSTD, max_size)
-    guess = declared + 1 if declared > 0 else 4 * memoryview(data).nbytes + 65536  # (_unlz4)
     try:
         with dctx.stream_reader(data, read_across_frames=True, closefd=False) as reader:
             while True:
-                chunk = reader.read(min(guess, out.step()))
+                chunk = reader.read(out.step())
                 if not chunk:
                     break
                 out.add(chunk)
