@@ -48,27 +48,39 @@ def assert_same_columns(fast, slow) -> None:
     assert fast.to_arrow().equals(slow.to_arrow())
 
 
+def _pool(max_bytes=None) -> tuple[int, int, int]:
+    """The Cython core's pool (records.buffer_pool is its public face, (0, 0, 0) under
+    KPROTO_PURE=1: the twin has no pool)."""
+    return tuple(int(x) for x in _codec._buffer_pool(max_bytes))
+
+
+def test_records_buffer_pool_is_the_backends() -> None:
+    from kproto._backend import IS_PURE
+
+    assert records.buffer_pool() == ((0, 0, 0) if IS_PURE else _pool())
+
+
 @pytest.fixture
 def pool():
     """A pool emptied before and after the test, at its default limit."""
-    limit = records.buffer_pool()[0]
-    records.buffer_pool(0)
-    records.buffer_pool(limit)
+    limit = _pool()[0]
+    _pool(0)
+    _pool(limit)
     yield limit
-    records.buffer_pool(0)
-    records.buffer_pool(limit)
+    _pool(0)
+    _pool(limit)
 
 
 def test_released_columns_go_to_the_pool_and_the_next_decode_takes_them(pool) -> None:
     data = _big_set(3000, 1)
     cols = _codec.decode_records(data)
     value_bytes = cols.value.data.nbytes
-    assert records.buffer_pool()[1:] == (0, 0) and value_bytes > 256 * 1024
+    assert _pool()[1:] == (0, 0) and value_bytes > 256 * 1024
     del cols
-    limit, held, blocks = records.buffer_pool()
+    limit, held, blocks = _pool()
     assert limit == pool and blocks >= 1 and held >= value_bytes   # the smaller: malloc's
     again = _codec.decode_records(data)
-    assert records.buffer_pool()[1] < held // 4      # taken again, not fresh blocks
+    assert _pool()[1] < held // 4      # taken again, not fresh blocks
     assert_same_columns(again, pure.decode_records(data))
 
 
@@ -86,7 +98,7 @@ def test_recycled_blocks_never_show_what_they_held(pool, binary_view: bool) -> N
             other = _codec.decode_records(data, binary_view=not binary_view)
             assert rows_of(other) == rows_of(fast)
             del fast, other
-    assert records.buffer_pool()[2] > 0
+    assert _pool()[2] > 0
 
 
 def test_columns_kept_alive_keep_their_blocks(pool) -> None:
@@ -104,15 +116,15 @@ def test_columns_kept_alive_keep_their_blocks(pool) -> None:
 
 def test_pool_limit(pool) -> None:
     data = _big_set(3000, 8)
-    records.buffer_pool(300 * 1024)
+    _pool(300 * 1024)
     del_me = _codec.decode_records(data)
     del del_me
-    limit, held, _ = records.buffer_pool()
+    limit, held, _ = _pool()
     assert limit == 300 * 1024 and held <= limit
-    assert records.buffer_pool(0) == (0, 0, 0)
+    assert _pool(0) == (0, 0, 0)
     del_me = _codec.decode_records(data)
     del del_me
-    assert records.buffer_pool() == (0, 0, 0)       # off: blocks are freed
+    assert _pool() == (0, 0, 0)       # off: blocks are freed
 
 
 def test_decoding_threads_share_the_pool(pool) -> None:
