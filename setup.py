@@ -74,7 +74,7 @@ extensions = [
         extra_compile_args=compile_args,
         extra_link_args=link_args,
         py_limited_api=LIMITED_API,
-        depends=["kproto/_avro_out.pxi", "kproto/_avro_enc.pxi"],
+        depends=["kproto/_avro_out.pxi", "kproto/_avro_enc.pxi", "kproto/_wire.pxi"],
     ),
 ]
 

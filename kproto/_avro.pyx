@@ -535,3 +535,6 @@ cdef void _restore(State *s, int64_t *snap, Py_ssize_t nslots) noexcept nogil:
 
 
 include "_avro_enc.pxi"
+
+
+include "_wire.pxi"

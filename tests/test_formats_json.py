@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from kproto import formats
 from kproto.errors import ConfigError, FormatError, SchemaError
 from kproto.formats import json as json_format
+from kproto.formats._wire import json_lines
 from kproto.schema_registry import SchemaRegistryClient
 from kproto.testing import SchemaRegistryServer
 
@@ -149,7 +150,8 @@ def test_bad_values_raise_by_row_or_become_null():
     expected_bad = [i for i, (_, why) in enumerate(BAD) if why]
     assert got.bad_rows.tolist() == expected_bad and got.bad_count == len(expected_bad)
     assert got.array.to_pylist() == [{"id": 1}] + [None] * 7 + [{"id": 3}]
-    found = json_format._not_objects(values, np.ones(len(BAD), bool), 0)
+    _, others = json_lines(values, np.ones(len(BAD), bool), 0)
+    found = dict.fromkeys(others.tolist(), json_format._NOT_OBJECT)
     rest = np.array([i for i in range(len(BAD)) if i not in found])
     found.update(json_format._bad_rows(values, rest, 0, pa.struct(list(arrow)), False))
     for row, (_, why) in enumerate(BAD):

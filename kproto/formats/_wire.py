@@ -1,9 +1,10 @@
 """Confluent's wire format, column-wise: magic byte 0, a 4-byte big-endian schema
 id, then the payload (Protobuf puts its message indexes first).
 
-Framing is read with NumPy over the offsets and data buffers of a binary
-column: no Python object per value. Rows that are too short or do not start
-with the magic byte are reported with the reason, never decoded.
+Framing is read in one pass over the offsets and data buffers of a binary
+column (``kproto._avro.frame_ids``, or its NumPy twin): no Python object per
+value. Rows that are too short or do not start with the magic byte are reported
+with the reason, never decoded.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import _backend
 from ..errors import FormatError
+
+if _backend.IS_PURE:
+    from .._pure import wire as _kernels
+else:
+    try:
+        from .. import _avro as _kernels  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - only without a built extension (avro.py warns)
+        from .._pure import wire as _kernels
 
 MAGIC = 0
 HEADER = 5
@@ -78,28 +88,28 @@ class Framing:
 def frame(values: pa.Array) -> Framing:
     """Read every row's header (see the module)."""
     offsets, data, valid = buffers(values)
-    starts = offsets[:-1].astype(np.int64)
-    lengths = np.diff(offsets).astype(np.int64)
-    n = len(lengths)
-    ids = np.full(n, -1, np.int64)
-    short = valid & (lengths < HEADER)
-    ok = valid & ~short
-    first = starts[ok]
-    magic = np.zeros(n, np.uint8)
-    magic[ok] = data[first]
-    wrong = ok & (magic != MAGIC)
-    ok &= ~wrong
-    s = starts[ok]
-    ids[ok] = ((data[s + 1].astype(np.int64) << 24) | (data[s + 2].astype(np.int64) << 16)
-               | (data[s + 3].astype(np.int64) << 8) | data[s + 4].astype(np.int64))
+    ids, status = _kernels.frame_ids(offsets.astype(np.int64, copy=False), data,
+                                     valid.view(np.uint8), HEADER, MAGIC)
     bad: dict[int, str] = {}
-    for row in np.flatnonzero(short):
-        bad[int(row)] = (f"{int(lengths[row])} bytes, shorter than the {HEADER}-byte header of "
-                         "Confluent's wire format")
-    for row in np.flatnonzero(wrong):
-        bad[int(row)] = (f"magic byte {int(magic[row])}, not {MAGIC}: not in Confluent's wire "
-                         "format")
+    for row in np.flatnonzero(status).tolist():
+        if status[row] == 1:
+            bad[row] = (f"{int(offsets[row + 1] - offsets[row])} bytes, shorter than the "
+                        f"{HEADER}-byte header of Confluent's wire format")
+        else:
+            bad[row] = (f"magic byte {int(data[offsets[row]])}, not {MAGIC}: not in "
+                        "Confluent's wire format")
     return Framing(ids, ~valid, bad)
+
+
+def json_lines(values: pa.Array, rows: np.ndarray, skip: int) -> tuple[pa.Buffer, np.ndarray]:
+    """The values of ``rows`` (a bool mask), ``skip`` bytes cut from each, as one
+    buffer with a line each (raw line breaks inside a value made spaces), and the
+    rows left out because their value is not one JSON object's text
+    (``kproto._avro.json_lines``, or its NumPy twin)."""
+    offsets, data, _ = buffers(values)
+    lines, others = _kernels.json_lines(offsets.astype(np.int64, copy=False), data,
+                                        rows.view(np.uint8), skip)
+    return (lines if isinstance(lines, pa.Buffer) else pa.py_buffer(lines)), others
 
 
 def assemble(n: int, pieces: list[tuple[np.ndarray, pa.Array]], type: pa.DataType

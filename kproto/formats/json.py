@@ -1,8 +1,8 @@
 """JSON values into Arrow with pyarrow's JSON reader (no parser of our own).
 
-The values of a column are joined into one newline-delimited buffer with
-NumPy (Confluent headers cut off, null values written as ``{}`` and nulled
-afterwards) and read by ``pyarrow.json.read_json`` in one call, on its
+The values of a column are joined into one newline-delimited buffer in one
+pass (``_wire.lines``: Confluent headers cut off, null values left out and
+nulled afterwards) and read by ``pyarrow.json.read_json`` in one call, on its
 threads. A raw newline (or carriage return) inside a value can only be
 whitespace between tokens (JSON strings must escape them), so each one is
 replaced by a space: the value means the same and stays on its line.
@@ -27,14 +27,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from ..errors import FormatError, SchemaError
-from ._wire import assemble, buffers
-
-_BLANK = np.arange(256, dtype=np.uint8)
-_BLANK[[10, 13]] = 32                       # \n, \r -> space
+from ._wire import assemble, buffers, json_lines
 
 __all__ = ["arrow_type", "decode", "encode", "json_schema"]
 
@@ -168,64 +164,28 @@ def _nullable(schema: dict[str, Any], nullable: bool) -> dict[str, Any]:
 # --------------------------------------------------------------------------- decode
 
 
+#: Why a value is left out before reading: every value kept then reads as at least one
+#: row and never runs into the next line (a line ending in ``}`` inside an open object or
+#: array is followed by a ``{``, an error there), so when the reader returns as many rows
+#: as there are values, each value is one row, its own.
+_NOT_OBJECT = "not a JSON object (it must start with '{' and end with '}')"
+
+
 def _joined(values: pa.Array, rows: np.ndarray, skip: int) -> pa.Buffer:
-    """The values of ``rows`` (a bool mask; the other rows are left out) as one
-    newline-delimited buffer, ``skip`` bytes cut from the start of each, in
-    Arrow's C++ kernels: ``binary_replace_slice`` (framed), ``binary_join`` (plain)."""
-    offsets, data, _ = buffers(values)
-    first, last = int(offsets[0]), int(offsets[-1])
-    column = values
-    # control bytes are rare: one SIMD min() tells there are none
-    if last > first and data[first:last].min() < 14:
-        body = data[first:last]
-        if (body == 10).any() or (body == 13).any():
-            column = pc.replace_substring(pc.replace_substring(column, b"\n", b" "), b"\r",
-                                          b" ")
-    if not rows.any():
-        return pa.py_buffer(b"")
-    if not rows.all():
-        column = column.filter(pa.array(rows))
-    if skip:
-        # each header becomes the line break before its value, so the result's data
-        # buffer is the newline-delimited input as it is: one pass
-        column = pc.binary_replace_slice(column, 0, skip, b"\n")
-        start, end = buffers(column)[0][[0, -1]]
-        data_buffer = column.buffers()[2]
-        if data_buffer is None:
-            return pa.py_buffer(b"")
-        return data_buffer.slice(int(start), int(end) - int(start))
-    if last - first + len(column) >= 1 << 31:
-        column = column.cast(pa.large_binary())
-    whole = pa.ListArray.from_arrays(pa.array([0, len(column)], pa.int32()), column)
-    joined = pc.binary_join(whole, pa.scalar(b"\n", column.type))[0]
-    return joined.as_buffer() if joined.is_valid and len(column) else pa.py_buffer(b"")
-
-
-def _not_objects(values: pa.Array, rows: np.ndarray, skip: int) -> dict[int, str]:
-    """Rows (of ``rows``) whose value does not start with ``{`` and end with ``}``
-    (whitespace aside). Every other value then reads as at least one row, and
-    never runs into the next line (a line ending in ``}`` inside an open object or
-    array is followed by a ``{``, which is an error there): so when the reader
-    returns as many rows as there are values, each value is one row, its own."""
-    offsets, data, _ = buffers(values)
-    starts = offsets[:-1] + skip
-    ends = offsets[1:]
-    quick = rows & (ends > starts)
-    at = np.flatnonzero(quick)
-    quick[at] = (data[starts[at]] == 0x7B) & (data[ends[at] - 1] == 0x7D)
-    found = {}
-    for row in np.flatnonzero(rows & ~quick).tolist():
-        text = bytes(data[starts[row]:ends[row]]).strip()
-        if not (text.startswith(b"{") and text.endswith(b"}")):
-            found[row] = "not a JSON object (it must start with '{' and end with '}')"
-    return found
+    """The values of ``rows`` (a bool mask of values known to be objects' text; the
+    other rows are left out) as one newline-delimited buffer, ``skip`` bytes cut from
+    the start of each."""
+    return json_lines(values, rows, skip)[0]
 
 
 def _read(buffer: pa.Buffer, type: pa.DataType | None) -> pa.Table:
     options = pajson.ParseOptions(
         explicit_schema=pa.schema(list(type)) if type is not None else None,
         unexpected_field_behavior="ignore" if type is not None else "infer")
-    return pajson.read_json(pa.BufferReader(buffer), parse_options=options)
+    # a few blocks a thread: 1 MiB blocks (the default) cost a combine of many chunks
+    block = max(1 << 20, min(16 << 20, buffer.size // (2 * pa.cpu_count()) + 1))
+    return pajson.read_json(pa.BufferReader(buffer), parse_options=options,
+                            read_options=pajson.ReadOptions(block_size=block))
 
 
 def _fits(values: pa.Array, rows: np.ndarray, skip: int, type: pa.DataType | None
@@ -283,8 +243,9 @@ def decode(values: pa.Array, type: pa.DataType | None = None, *, skip: int = 0,
     bad = dict(skip_rows or {})
     rows = valid.copy()
     rows[list(bad)] = False
-    bad.update(_not_objects(values, rows, skip))
-    rows[list(bad)] = False
+    buffer, others = json_lines(values, rows, skip)
+    bad.update(dict.fromkeys(others.tolist(), _NOT_OBJECT))
+    rows[others] = False
     table = None
     if not rows.any():                      # nothing to read (pyarrow refuses empty input)
         empty = type if type is not None else pa.struct([])
@@ -294,7 +255,7 @@ def decode(values: pa.Array, type: pa.DataType | None = None, *, skip: int = 0,
             raise FormatError(row=row, reason=bad[row], format="json")
         return array, np.array(sorted(bad), np.int64)
     try:
-        table = _read(_joined(values, rows, skip), type)
+        table = _read(buffer, type)
         if table.num_rows != int(rows.sum()):
             table = None
     except pa.ArrowInvalid:
