@@ -101,8 +101,7 @@ class BatchMetadata(NamedTuple):
 
 def _metadata(batch: ProducerBatch, index: int) -> RecordMetadata:
     offset = -1 if batch.base_offset < 0 else batch.base_offset + index
-    ts = batch.log_append_time if batch.log_append_time >= 0 else (
-        batch.timestamps[index] if index < len(batch.timestamps) else -1)
+    ts = batch.log_append_time if batch.log_append_time >= 0 else batch.timestamp(index)
     return RecordMetadata(batch.topic, batch.partition, offset, ts)
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from . import records
+from . import compression, records
 from ._backend import backend
 from .errors import IllegalStateError, KafkaTimeoutError
 from .partitioner import StickyPartitioner
@@ -47,6 +47,7 @@ __all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "RECORD_OVERH
            "leaves", "wait_done", "row_sizes", "chunks"]
 
 _murmur2 = backend.murmur2
+_RecordsBuilder = backend.RecordsBuilder
 
 log = logging.getLogger("kproto.producer")
 
@@ -56,18 +57,17 @@ TopicPartition = tuple[str, int]
 class ProducerBatch:
     """Records of one partition travelling together (and their delivery state)."""
 
-    __slots__ = ("topic", "partition", "rows", "timestamps", "size", "charged",
+    __slots__ = ("topic", "partition", "records", "size", "charged",
                  "created", "payload", "table", "count", "sequence", "producer_id",
                  "producer_epoch", "sequence_reset", "stamped", "attempts", "next_try",
                  "base_offset", "log_append_time", "error", "event", "callbacks", "done",
-                 "has_headers", "split_into")
+                 "split_into")
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         self.topic, self.partition = topic, partition
-        #: (key, value, timestamp, headers) per record, until encoded
-        self.rows: list[tuple[bytes | None, bytes | None, int, Any]] = []
-        self.timestamps: tuple[int, ...] = ()
-        self.has_headers = False
+        #: send()'s records, encoded as they come (``_codec.RecordsBuilder``); after
+        #: the batch is done, only their timestamps are kept (for the metadata)
+        self.records: Any = None
         self.size = BATCH_OVERHEAD
         #: bytes of buffer_memory this batch holds (given back once, when it is done)
         self.charged = 0
@@ -97,9 +97,8 @@ class ProducerBatch:
     def finish(self, base_offset: int, log_append_time: int, error: BaseException | None
                ) -> None:
         self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, error
-        if self.rows:
-            self.timestamps = tuple(r[2] for r in self.rows)
-        self.rows = []            # free the memory; the timestamps stay for the metadata
+        if self.records is not None:
+            self.records.release()    # free the memory; the timestamps stay (metadata)
         self.payload = self.table = None
         with _CALLBACK_LOCK:      # (a callback added now either runs here or at once)
             self.done = True
@@ -110,6 +109,11 @@ class ProducerBatch:
                 fn(self, index)     # (this batch: the one that carried the record)
             except Exception:  # a user callback must not kill the sender
                 log.exception("delivery callback raised")
+
+    def timestamp(self, index: int) -> int:
+        """The timestamp of send()'s record ``index`` (-1 for send_batch's batches)."""
+        built = self.records
+        return built.timestamp(index) if built is not None and index < built.count else -1
 
     def leaf(self, index: int) -> tuple[ProducerBatch, int]:
         """The batch (and index in it) that carries record ``index`` of this batch
@@ -214,6 +218,8 @@ class RecordAccumulator:
         self.max_block: float = config["max_block_ms"] / 1000
         self.compression = config["compression_type"]
         self.compression_level = config["compression_level"]
+        self._codec = compression.codec_id(self.compression)
+        self._level = -1 if self.compression_level is None else self.compression_level
         self._open: dict[TopicPartition, ProducerBatch] = {}
         self._ready: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._muted: set[TopicPartition] = set()     # partitions with a batch in flight
@@ -276,13 +282,11 @@ class RecordAccumulator:
                     batch = self._open.get(tp)
             if batch is None:
                 batch = self._open[tp] = ProducerBatch(topic, partition, time.monotonic())
+                batch.records = _RecordsBuilder()
                 self.topic_used[topic] = batch.created
                 self.incomplete.add(batch)
                 self.cond.notify()
-            index = batch.count
-            batch.rows.append((key, value, timestamp, headers))
-            if headers:
-                batch.has_headers = True
+            index = batch.records.append(key, value, timestamp, headers)
             batch.count = index + 1
             batch.size += size
             batch.charged += size       # (_charge, inlined)
@@ -331,13 +335,7 @@ class RecordAccumulator:
         if b.table is not None:
             b.payload = self.encode_table(b.table)
         else:
-            keys, values, stamps, headers = zip(*b.rows, strict=True)
-            b.timestamps = stamps
-            b.payload = records.encode(
-                key=_binary(keys), value=_binary(values),
-                timestamp=np.array(stamps, np.int64),
-                headers=headers if b.has_headers else None,
-                compression=self.compression, compression_level=self.compression_level)
+            b.payload = b.records.build(self._codec, self._level)
         b.stamped = None
 
     def begin_flush(self) -> list[ProducerBatch]:
@@ -454,8 +452,7 @@ class RecordAccumulator:
             if b.table is not None:
                 part.table = b.table.slice(lo, hi - lo)
             else:
-                part.rows = b.rows[lo:hi]
-                part.has_headers = b.has_headers
+                part.records = b.records.slice(lo, hi)
                 part.size = BATCH_OVERHEAD + b.size * part.count // b.count
             parts.append(part)
         log.debug("%s[%d]: batch of %d records too large, split in two", b.topic,
@@ -475,7 +472,9 @@ class RecordAccumulator:
                 b.split_into = parts
             self.incomplete.discard(b)
             self.incomplete.update(parts)
-            b.rows, b.payload, b.table = [], None, None
+            b.payload, b.table = None, None
+            if b.records is not None:
+                b.records.release()
             tp = (b.topic, b.partition)
             self._ready.setdefault(tp, deque()).extendleft(reversed(parts))
             self._muted.discard(tp)
@@ -530,29 +529,3 @@ class RecordAccumulator:
         for b in pending:
             if self.deallocate(b):
                 b.finish(-1, -1, error)
-
-
-class _BinaryRows:
-    """Python bytes (or None) laid out as an Arrow-style binary column for the encoder,
-    without going through pyarrow (cheaper for the few hundred rows of a batch)."""
-
-    def __init__(self, items: tuple[bytes | None, ...]) -> None:
-        n = len(items)
-        if None in items:
-            lengths = [0 if x is None else len(x) for x in items]
-            valid = np.fromiter((x is not None for x in items), bool, n)
-            self.validity: np.ndarray | None = np.packbits(valid, bitorder="little")
-            data = b"".join(x for x in items if x is not None)
-        else:
-            lengths = [len(x) for x in items]  # type: ignore[arg-type]
-            self.validity = None
-            data = b"".join(items)  # type: ignore[arg-type]
-        self.offsets = np.zeros(n + 1, np.int64 if len(data) > 0x7FFFFFFF else np.int32)
-        np.cumsum(lengths, out=self.offsets[1:])
-        self.data = np.frombuffer(data, np.uint8)
-        self.n = n
-
-
-def _binary(items: tuple[bytes | None, ...]) -> Any:
-    col = _BinaryRows(items)
-    return records.RawBinary(col.offsets, col.data, col.validity)
