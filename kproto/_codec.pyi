@@ -47,7 +47,7 @@ def encode_batch_v2(
     headers: tuple[np.ndarray, tuple[Any, ...], tuple[Any, ...]] | None = None, *,
     base_offset: int = 0, codec: int = 0, producer_id: int = -1, producer_epoch: int = -1,
     base_sequence: int = -1, transactional: bool = False, partition_leader_epoch: int = -1,
-    log_append_time: bool = False, compression_level: int = -1,
+    log_append_time: bool = False, compression_level: int = -1, rows: np.ndarray | None = None,
 ) -> bytes: ...
 def murmur2(data: Buffer) -> int: ...
 def murmur2_partitions(

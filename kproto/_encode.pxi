@@ -81,18 +81,24 @@ def encode_batch_v2(Py_ssize_t n, key, value, timestamps, headers=None, *,
                     int64_t base_offset=0, int codec=0, int64_t producer_id=-1,
                     int producer_epoch=-1, int32_t base_sequence=-1, bint transactional=False,
                     int32_t partition_leader_epoch=-1, bint log_append_time=False,
-                    int compression_level=-1):
+                    int compression_level=-1, rows=None):
     """Encode ``n`` records into one record batch v2 (see kproto.records.encode).
 
     ``key``/``value``: (offsets, data, validity or None, validity bit offset) with
     ``offsets[0]`` the start of row 0; ``timestamps``: int64[n] (ms);
     ``headers``: (list_offsets int32[n+1], key tuple, value tuple) or None.
+    ``rows``: None, or int64[n]: record i is row ``rows[i]`` of the columns (then
+    they have any number of rows; the records are gathered without a copy of the
+    columns first).
     """
     cdef BinIn k, v, hk, hv
     cdef const int64_t[::1] ts = timestamps
     cdef const int32_t[::1] hoff
     cdef const int32_t *hoffp = NULL
-    cdef Py_ssize_t i, h, klen, vlen, hklen, hvlen, body, total = 0
+    cdef const int64_t[::1] row_index
+    cdef const int64_t *rowp = NULL
+    cdef Py_ssize_t i, r, h, klen, vlen, hklen, hvlen, body, total = 0, bad = -1
+    cdef int64_t limit
     cdef int64_t base_ts = 0, max_ts = 0, delta
     cdef int64_t hcount
     cdef char *p
@@ -100,8 +106,27 @@ def encode_batch_v2(Py_ssize_t n, key, value, timestamps, headers=None, *,
     cdef int16_t attributes
     if n <= 0:
         raise _EncodeError("a record batch needs at least one record")
-    if n > 0x7FFFFFFF or ts.shape[0] < n:
+    if rows is not None:
+        row_index = rows
+        if row_index.shape[0] != n:
+            raise _EncodeError(f"rows has {row_index.shape[0]} values for {n} records")
+        rowp = &row_index[0]
+        # every row must be one the columns have (the offsets hold rows + 1 values)
+        limit = min(ts.shape[0], len(key[0]) - 1, len(value[0]) - 1)
+        if headers is not None:
+            limit = min(limit, len(headers[0]) - 1)
+        with nogil:
+            for i in range(n):
+                if rowp[i] < 0 or rowp[i] >= limit:
+                    bad = i
+                    break
+        if bad >= 0:
+            raise _EncodeError(f"rows[{bad}] = {rowp[bad]} is not a row of the columns "
+                               f"({limit} rows)")
+    elif n > 0x7FFFFFFF or ts.shape[0] < n:
         raise _EncodeError(f"timestamps has {ts.shape[0]} values for {n} records")
+    if n > 0x7FFFFFFF:
+        raise _EncodeError(f"{n} records do not fit one record batch")
     bin_in(&k, key[0], key[1], key[2], key[3])
     bin_in(&v, value[0], value[1], value[2], value[3])
     if headers is not None:
@@ -109,22 +134,24 @@ def encode_batch_v2(Py_ssize_t n, key, value, timestamps, headers=None, *,
         hoffp = &hoff[0]
         bin_in(&hk, headers[1][0], headers[1][1], headers[1][2], headers[1][3])
         bin_in(&hv, headers[2][0], headers[2][1], headers[2][2], headers[2][3])
-    base_ts = ts[0]
-    max_ts = ts[0]
+    r = rowp[0] if rowp != NULL else 0
+    base_ts = ts[r]
+    max_ts = ts[r]
     # pass 1: exact size
     with nogil:
         for i in range(n):
-            if ts[i] > max_ts:
-                max_ts = ts[i]
-            klen = bin_len(&k, i)
-            vlen = bin_len(&v, i)
-            body = (1 + size_of_zigzag(ts[i] - base_ts) + size_of_zigzag(i)
+            r = rowp[i] if rowp != NULL else i
+            if ts[r] > max_ts:
+                max_ts = ts[r]
+            klen = bin_len(&k, r)
+            vlen = bin_len(&v, r)
+            body = (1 + size_of_zigzag(ts[r] - base_ts) + size_of_zigzag(i)
                     + size_of_zigzag(klen) + (klen if klen > 0 else 0)
                     + size_of_zigzag(vlen) + (vlen if vlen > 0 else 0))
             hcount = 0
             if hoffp != NULL:
-                hcount = hoffp[i + 1] - hoffp[i]
-                for h in range(hoffp[i], hoffp[i + 1]):
+                hcount = hoffp[r + 1] - hoffp[r]
+                for h in range(hoffp[r], hoffp[r + 1]):
                     hklen = bin_len(&hk, h)
                     hvlen = bin_len(&hv, h)
                     if hklen < 0:
@@ -144,14 +171,15 @@ def encode_batch_v2(Py_ssize_t n, key, value, timestamps, headers=None, *,
     with nogil:
         p = out
         for i in range(n):
-            klen = bin_len(&k, i)
-            vlen = bin_len(&v, i)
-            hcount = hoffp[i + 1] - hoffp[i] if hoffp != NULL else 0
-            body = (1 + size_of_zigzag(ts[i] - base_ts) + size_of_zigzag(i)
+            r = rowp[i] if rowp != NULL else i
+            klen = bin_len(&k, r)
+            vlen = bin_len(&v, r)
+            hcount = hoffp[r + 1] - hoffp[r] if hoffp != NULL else 0
+            body = (1 + size_of_zigzag(ts[r] - base_ts) + size_of_zigzag(i)
                     + size_of_zigzag(klen) + (klen if klen > 0 else 0)
                     + size_of_zigzag(vlen) + (vlen if vlen > 0 else 0) + size_of_zigzag(hcount))
             if hoffp != NULL:
-                for h in range(hoffp[i], hoffp[i + 1]):
+                for h in range(hoffp[r], hoffp[r + 1]):
                     hklen = bin_len(&hk, h)
                     hvlen = bin_len(&hv, h)
                     if hklen < 0:
@@ -161,19 +189,19 @@ def encode_batch_v2(Py_ssize_t n, key, value, timestamps, headers=None, *,
             p = put_zigzag(p, body)
             p[0] = 0
             p += 1
-            p = put_zigzag(p, ts[i] - base_ts)
+            p = put_zigzag(p, ts[r] - base_ts)
             p = put_zigzag(p, i)
             p = put_zigzag(p, klen)
             if klen > 0:
-                memcpy(p, bin_ptr(&k, i), <size_t> klen)
+                memcpy(p, bin_ptr(&k, r), <size_t> klen)
                 p += klen
             p = put_zigzag(p, vlen)
             if vlen > 0:
-                memcpy(p, bin_ptr(&v, i), <size_t> vlen)
+                memcpy(p, bin_ptr(&v, r), <size_t> vlen)
                 p += vlen
             p = put_zigzag(p, hcount)
             if hoffp != NULL:
-                for h in range(hoffp[i], hoffp[i + 1]):
+                for h in range(hoffp[r], hoffp[r + 1]):
                     hklen = bin_len(&hk, h)
                     if hklen < 0:
                         hklen = 0

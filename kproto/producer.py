@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import records
 from .config import resolve
 from .errors import (
     ConfigError,
@@ -341,7 +342,9 @@ class Producer:
             acc.assign_sticky(topic, parts, sizes, partitions)
         keep = [c for c in ("key", "value", "timestamp", "headers") if c in names]
         table = data.select(keep)
-        order = np.argsort(parts, kind="stable")
+        # rows by partition, in call order within each (a radix sort on 16 bits)
+        order = np.argsort(parts.astype(np.int16) if parts.max() < 1 << 15 else parts,
+                           kind="stable")
         sorted_parts = parts[order]
         bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
         limit = self.config["max_request_size"] - _BATCH_OVERHEAD - 64
@@ -349,7 +352,9 @@ class Producer:
         now = time.monotonic()
         for rows in np.split(order, bounds):
             p = int(parts[rows[0]])
-            sub = table.take(pa.array(rows)) if len(rows) != n else table
+            # a partition's rows are encoded where they are (records.Rows), not copied
+            # out of the table first; all rows to one partition are the table itself
+            sub = records.Rows(table, rows) if len(rows) != n else table
             for start, stop in chunks(sizes[rows], limit):
                 chunk = sub.slice(start, stop - start)
                 b = ProducerBatch(topic, p, now)

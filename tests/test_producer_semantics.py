@@ -350,6 +350,24 @@ def test_batches_too_large_for_the_topic_are_split(gate, unique_topic, idempoten
     assert _log(gate.address, unique_topic) == list(range(450))
 
 
+def test_split_of_a_partition_s_rows_of_a_send_batch(gate, unique_topic):
+    """send_batch rows bound for several partitions are encoded in place
+    (records.Rows, no copy of each partition's rows); a batch of them the broker
+    finds too large is split and re-sent like any other: every row lands once,
+    in call order, in its partition."""
+    limit = 6000
+    gate.refuse = lambda t, part, recs: 10 if len(recs) > limit else 0
+    table = _table(0, 300, 100).append_column("partition", pa.array(
+        [i % 3 % 2 for i in range(300)], pa.int32()))
+    with Producer(bootstrap_servers=gate.address) as p:
+        metas = p.send_batch(unique_topic, table).result(30)
+    assert gate.refused.get(10, 0) >= 2 and len(metas) > 2
+    assert sum(m.record_count for m in metas) == 300
+    for part in (0, 1):
+        assert _log(gate.address, unique_topic, part) == [
+            i for i in range(300) if i % 3 % 2 == part]
+
+
 def test_on_delivery_reports_the_part_that_carried_the_record(gate, unique_topic):
     """After a split, each record's on_delivery callback gets the outcome of the
     part that carried it (its offset; the error of a part that failed), not the

@@ -138,3 +138,69 @@ def test_legacy_builder_refuses_headers_and_zstd() -> None:
         records.encode_legacy([(b"k", b"v", [("h", b"x")])])
     with pytest.raises(EncodeError):
         records.encode_legacy(value=[b"v"], compression="zstd")
+
+
+def _twin_args(t: pa.Table) -> tuple:
+    n = len(t)
+    return (records._binary_input(t.column("key"), n, "key"),
+            records._binary_input(t.column("value"), n, "value"),
+            records._timestamps(t.column("timestamp"), n),
+            records._header_input(t.column("headers"), n))
+
+
+@pytest.mark.parametrize("index", [[5, 0, 3], [2, 2, 1, 4, 0, 5, 3], [4], list(range(6))[::-1]])
+@pytest.mark.parametrize("codec", [None, "lz4"])
+def test_rows_encode_as_the_taken_rows(index: list[int], codec) -> None:
+    """records.Rows: the encoder gathers the rows itself; the bytes are those of the
+    same rows taken out of the table first, from both twins; a sliced table and one
+    of several chunks too (the send_batch path: a partition's rows of a table)."""
+    t = table()
+    want = records.encode(t.take(pa.array(index)), compression=codec)
+    assert records.encode(records.Rows(t, index), compression=codec) == want
+    kw = dict(base_offset=3, rows=np.array(index, np.int64))
+    assert _codec.encode_batch_v2(len(index), *_twin_args(t), **kw) == \
+        _pure.encode_batch_v2(len(index), *_twin_args(t), **kw)
+    assert read_with_kafka_python(want) == [
+        (i,) + row[1:] for i, row in enumerate(expected_rows(t.take(pa.array(index))))]
+    chunked = pa.concat_tables([t.slice(0, 2), t.slice(2)])
+    assert records.encode(records.Rows(chunked, index), compression=codec) == want
+    shifted = pa.concat_tables([t.slice(0, 1), t]).combine_chunks().slice(1)
+    assert records.encode(records.Rows(shifted, index), compression=codec) == want
+
+
+def test_rows_slices_share_the_prepared_columns() -> None:
+    t = table()
+    rows = records.Rows(t, [5, 4, 3, 2, 1])
+    part = rows.slice(1, 3)
+    assert (part.num_rows, len(part), list(part.index)) == (3, 3, [4, 3, 2])
+    assert list(rows.slice(3).index) == [2, 1]
+    assert part.inputs() is rows.inputs()
+    assert records.encode(part) == records.encode(t.take(pa.array([4, 3, 2])))
+
+
+@pytest.mark.parametrize("encode", [_codec.encode_batch_v2, _pure.encode_batch_v2])
+def test_rows_out_of_the_columns_are_refused(encode) -> None:
+    args = _twin_args(table())
+    for index in ([0, 6], [-1], [1, 2, 99]):
+        with pytest.raises(EncodeError,
+                           match=r"rows\[\d\] = -?\d+ is not a row of the columns \(6 rows\)"):
+            encode(len(index), *args, rows=np.array(index, np.int64))
+    with pytest.raises(EncodeError, match="rows has 2 values for 3 records"):
+        encode(3, *args, rows=np.array([0, 1], np.int64))
+
+
+def test_null_header_lists_spanning_entries_are_no_headers() -> None:
+    """A null list may still span entries of the child array (Arrow allows it):
+    they are not headers of any record."""
+    entries = pa.array([{"key": "a", "value": b"1"}, {"key": "b", "value": b"2"},
+                        {"key": "c", "value": None}], records.columns.HEADERS_TYPE().value_type)
+    headers = pa.ListArray.from_arrays(pa.array([0, 1, 2, 3], pa.int32()), entries,
+                                       type=records.columns.HEADERS_TYPE(),
+                                       mask=pa.array([False, True, False]))
+    t = pa.table({"value": pa.array([b"x", b"y", b"z"]), "headers": headers,
+                  "timestamp": pa.array([TS] * 3, pa.int64())})
+    for data in (t, t.slice(1), records.Rows(t, [2, 1, 0])):
+        got = [r[5] for r in read_with_kafka_python(records.encode(data))]
+        want = {0: [("a", b"1")], 1: [], 2: [("c", None)]}
+        rows = data.index if isinstance(data, records.Rows) else range(3 - len(data), 3)
+        assert got == [want[int(r)] for r in rows]

@@ -39,10 +39,30 @@ def encode_batch_v2(n: int, key: Any, value: Any, timestamps: Any, headers: Any 
                     base_offset: int = 0, codec: int = 0, producer_id: int = -1,
                     producer_epoch: int = -1, base_sequence: int = -1,
                     transactional: bool = False, partition_leader_epoch: int = -1,
-                    log_append_time: bool = False, compression_level: int = -1) -> bytes:
-    """Encode ``n`` records into one record batch v2 (see kproto.records.encode)."""
+                    log_append_time: bool = False, compression_level: int = -1,
+                    rows: Any = None) -> bytes:
+    """Encode ``n`` records into one record batch v2 (see kproto.records.encode).
+    ``rows``: record i is row ``rows[i]`` of the columns (None: row i)."""
     if n <= 0:
         raise EncodeError("a record batch needs at least one record")
+    if rows is not None:
+        index = [int(r) for r in np.asarray(rows, np.int64)]
+        if len(index) != n:
+            raise EncodeError(f"rows has {len(index)} values for {n} records")
+        limit = min(len(timestamps), len(key[0]) - 1, len(value[0]) - 1,
+                    *(() if headers is None else (len(headers[0]) - 1,)))
+        for i, r in enumerate(index):
+            if not 0 <= r < limit:
+                raise EncodeError(f"rows[{i}] = {r} is not a row of the columns "
+                                  f"({limit} rows)")
+        # the rows gathered, then encoded as columns of n rows
+        return encode_batch_v2(n, *_gather(index, key, value, timestamps, headers),
+                               base_offset=base_offset, codec=codec, producer_id=producer_id,
+                               producer_epoch=producer_epoch, base_sequence=base_sequence,
+                               transactional=transactional,
+                               partition_leader_epoch=partition_leader_epoch,
+                               log_append_time=log_append_time,
+                               compression_level=compression_level)
     ts = [int(t) for t in np.asarray(timestamps, np.int64)[:n]]
     if len(ts) < n:
         raise EncodeError(f"timestamps has {len(ts)} values for {n} records")
@@ -77,6 +97,36 @@ def encode_batch_v2(n: int, key: Any, value: Any, timestamps: Any, headers: Any 
     crc = crc32c(bytes(header[21:]) + payload)
     struct.pack_into(">I", header, 17, crc)
     return bytes(header) + payload
+
+
+def _column(values: list[bytes | None]) -> tuple[Any, Any, Any, int]:
+    """(offsets, data, validity, 0) of ``values``, as the encoder takes a column."""
+    offsets = np.zeros(len(values) + 1, np.int64)
+    offsets[1:] = np.cumsum([0 if v is None else len(v) for v in values])
+    validity = np.packbits(np.array([v is not None for v in values], bool), bitorder="little")
+    data = np.frombuffer(b"".join(v for v in values if v is not None), np.uint8)
+    return offsets, data, validity, 0
+
+
+def _gather(index: list[int], key: Any, value: Any, timestamps: Any, headers: Any
+            ) -> tuple[Any, Any, Any, Any]:
+    """key, value, timestamps and headers of the rows ``index``, in that order."""
+    rows = max(index) + 1
+    keys, values = _values(key, rows), _values(value, rows)
+    ts = np.asarray(timestamps, np.int64)
+    if headers is None:
+        gathered = None
+    else:
+        list_offsets = np.asarray(headers[0])
+        total = int(list_offsets[rows])
+        hkeys, hvalues = _values(headers[1], total), _values(headers[2], total)
+        spans = [range(int(list_offsets[r]), int(list_offsets[r + 1])) for r in index]
+        counts = np.zeros(len(index) + 1, np.int32)
+        counts[1:] = np.cumsum([len(s) for s in spans])
+        gathered = (counts, _column([hkeys[h] for s in spans for h in s]),
+                    _column([hvalues[h] for s in spans for h in s]))
+    return (_column([keys[r] for r in index]), _column([values[r] for r in index]),
+            np.array([ts[r] for r in index], np.int64), gathered)
 
 
 def murmur2(data: Any) -> int:

@@ -45,7 +45,7 @@ def _backend() -> Any:
 __all__ = [
     "decode", "encode", "encode_legacy", "slice_fetch", "decode_fetch_response", "RecordColumns",
     "BinaryColumn", "BinaryViewColumn", "HeaderColumn", "Record", "FetchedPartition",
-    "FetchSlice", "COLUMNS", "arrow_schema", "compression", "concat", "buffer_pool",
+    "FetchSlice", "COLUMNS", "arrow_schema", "compression", "concat", "buffer_pool", "Rows",
 ]
 
 
@@ -170,21 +170,71 @@ def encode(
     ``data`` is a ``pyarrow.Table``/``RecordBatch`` with any of the columns
     ``key``, ``value`` (binary or string), ``timestamp`` (timestamp or int64 ms),
     ``headers`` (``list<struct<key: string, value: binary>>``), or a list of rows
-    (dicts with those keys, or ``(key, value)`` tuples). Columns may instead be
-    given as keywords (Arrow arrays, NumPy arrays or lists). Missing timestamps
-    are "now"; the broker assigns offsets (``base_offset`` is for tests and
-    compacted topics).
+    (dicts with those keys, or ``(key, value)`` tuples), or :class:`Rows` (some
+    rows of a table in a given order, gathered by the encoder itself). Columns
+    may instead be given as keywords (Arrow arrays, NumPy arrays or lists).
+    Missing timestamps are "now"; the broker assigns offsets (``base_offset`` is
+    for tests and compacted topics).
 
     >>> batch = encode(value=[b"a", b"b"], compression="lz4")   # doctest: +SKIP
     """
-    n, key, value, timestamp, headers = _columns_from(data, key, value, timestamp, headers)
+    rows = None
+    if isinstance(data, Rows):
+        n, rows = data.num_rows, data.index
+        key_in, value_in, ts_in, headers_in = data.inputs()
+    else:
+        n, key, value, timestamp, headers = _columns_from(data, key, value, timestamp, headers)
+        key_in, value_in = _binary_input(key, n, "key"), _binary_input(value, n, "value")
+        ts_in, headers_in = _timestamps(timestamp, n), _header_input(headers, n)
     codec_id = _compression_id(compression)
     return bytes(_backend().encode_batch_v2(
-        n, _binary_input(key, n, "key"), _binary_input(value, n, "value"),
-        _timestamps(timestamp, n), _header_input(headers, n), base_offset=base_offset,
+        n, key_in, value_in, ts_in, headers_in, base_offset=base_offset,
         codec=codec_id, producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=base_sequence, transactional=transactional,
-        compression_level=-1 if compression_level is None else compression_level))
+        compression_level=-1 if compression_level is None else compression_level,
+        rows=rows))
+
+
+class Rows:
+    """Rows of a pyarrow Table picked by index, in that order, for :func:`encode`:
+    the encoder reads them where they are (no copy of the rows first, as
+    ``table.take(index)`` would make). ``slice()`` gives a part of the selection;
+    every part shares the table's columns, prepared for the encoder once.
+
+    >>> batch = encode(Rows(table, np.array([3, 0, 2])))      # doctest: +SKIP
+    """
+
+    __slots__ = ("table", "index", "_prepared")
+
+    def __init__(self, table: Any, index: Any, _prepared: list[Any] | None = None) -> None:
+        self.table = table
+        #: int64 row numbers of ``table``
+        self.index = np.ascontiguousarray(index, np.int64)
+        self._prepared = _prepared if _prepared is not None else [None]
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def slice(self, offset: int = 0, length: int | None = None) -> Rows:
+        """Rows ``offset`` to ``offset + length`` of the selection (like ``Table.slice``)."""
+        stop = len(self.index) if length is None else offset + length
+        return Rows(self.table, self.index[offset:stop], self._prepared)
+
+    def inputs(self) -> tuple[Any, Any, Any, Any]:
+        """The table's key, value, timestamp and headers columns as the encoder takes
+        them (made once, shared by every slice)."""
+        prepared = self._prepared[0]
+        if prepared is None:
+            t = self.table
+            n, key, value, timestamp, headers = _columns_from(t, None, None, None, None)
+            prepared = self._prepared[0] = (
+                _binary_input(key, n, "key"), _binary_input(value, n, "value"),
+                _timestamps(timestamp, n), _header_input(headers, n))
+        return prepared
 
 
 def _compression_id(name: str | int | None) -> int:
@@ -236,14 +286,20 @@ class RawBinary:
         return len(self.offsets) - 1
 
 
+def _one_chunk(col: Any) -> Any:
+    """A chunked column as one array (its only chunk as it is: no copy)."""
+    if hasattr(col, "combine_chunks"):
+        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    return col
+
+
 def _binary_input(col: Any, n: int, name: str) -> _BinaryInput:
     if isinstance(col, RawBinary):
         return col.offsets, col.data, col.validity, 0
     if col is None:
         return (np.zeros(n + 1, np.int32), np.zeros(0, np.uint8),
                 np.zeros((n + 7) // 8, np.uint8), 0)
-    if hasattr(col, "combine_chunks"):
-        col = col.combine_chunks()
+    col = _one_chunk(col)
     if hasattr(col, "buffers") and hasattr(col, "type"):
         import pyarrow as pa
 
@@ -266,8 +322,7 @@ def _binary_input(col: Any, n: int, name: str) -> _BinaryInput:
 def _timestamps(col: Any, n: int) -> np.ndarray:
     if col is None:
         return np.full(n, int(time.time() * 1000), np.int64)
-    if hasattr(col, "combine_chunks"):
-        col = col.combine_chunks()
+    col = _one_chunk(col)
     if hasattr(col, "type"):
         import pyarrow as pa
 
@@ -283,20 +338,21 @@ def _timestamps(col: Any, n: int) -> np.ndarray:
 def _header_input(col: Any, n: int) -> tuple[np.ndarray, _BinaryInput, _BinaryInput] | None:
     if col is None:
         return None
-    if hasattr(col, "combine_chunks"):
-        col = col.combine_chunks()
+    col = _one_chunk(col)
     if hasattr(col, "offsets") and hasattr(col, "values"):
         import pyarrow as pa
 
         offsets = np.asarray(col.offsets.to_numpy(zero_copy_only=False), np.int32)
         if col.null_count:  # a null header list is no headers
             counts = np.diff(offsets)
-            counts[np.asarray(col.is_null().to_numpy(zero_copy_only=False))] = 0
-            keep = pa.concat_arrays([col.values.slice(int(offsets[i]), int(counts[i]))
-                                     for i in range(n)]) if n else col.values.slice(0, 0)
+            null = np.asarray(col.is_null().to_numpy(zero_copy_only=False), bool)
+            first = int(offsets[0])
+            # the entries of the lists that are not null (a null list may span some)
+            keep = pa.array(np.repeat(~null, counts))
+            values = col.values.slice(first, int(offsets[-1]) - first).filter(keep)
+            counts[null] = 0
             offsets = np.zeros(n + 1, np.int32)
             np.cumsum(counts, out=offsets[1:])
-            values = keep
         else:
             values = col.values
         total = len(values)
