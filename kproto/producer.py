@@ -41,15 +41,15 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from . import records
+from ._backend import backend
 from .config import resolve
 from .errors import (
     ConfigError,
-    EncodeError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -69,10 +69,15 @@ from .producer_sender import Sender
 from .producer_state import IdempotenceState
 from .producer_txn import TransactionManager
 from .records.batch import HEADER_SIZE as _BATCH_OVERHEAD
-from .records.batch import RECORD_OVERHEAD as _RECORD_OVERHEAD
 from .records.batch import stamp_batch as stamp_batch  # moved there; importable here too
 from .structs import ConsumerGroupMetadata, OffsetAndMetadata
 from .transactions import PreparedTransaction
+
+if TYPE_CHECKING:       # the twins' fields and signatures are the Cython classes'
+    from ._pure.accum import FutureCore as _FutureCore
+    from ._pure.accum import ProducerCore as _ProducerCore
+else:
+    _FutureCore, _ProducerCore = backend.FutureCore, backend.ProducerCore
 
 __all__ = ["Producer", "RecordMetadata", "BatchMetadata", "RecordFuture", "BatchFuture"]
 
@@ -111,17 +116,16 @@ def _deliver(on_delivery: Callable[[BaseException | None, RecordMetadata | None]
     on_delivery(batch.error, None if batch.error else _metadata(batch, index))
 
 
-class RecordFuture:
+class RecordFuture(_FutureCore):
     """The outcome of one :meth:`Producer.send`: a :class:`RecordMetadata` or an error.
 
     Like :class:`concurrent.futures.Future`: ``result()``, ``exception()``,
     ``done()``, ``add_done_callback()`` (called on the sender thread).
     """
 
-    __slots__ = ("_batch", "_index")
-
-    def __init__(self, batch: ProducerBatch, index: int) -> None:
-        self._batch, self._index = batch, index
+    __slots__ = ()
+    _batch: ProducerBatch
+    _index: int
 
     def done(self) -> bool:
         return self._batch.leaf(self._index)[0].done
@@ -211,7 +215,7 @@ def _as_bytes(v: Any, what: str) -> bytes | None:
     raise TypeError(f"{what} must be bytes, str or None, not {type(v).__name__}")
 
 
-class Producer:
+class Producer(_ProducerCore):
     """A Kafka producer; see the module docstring. Settings are Kafka's config keys
     (``acks``, ``linger_ms``, ``compression_type``, ``enable_idempotence``...) as
     keyword arguments, or a dict with Kafka's dotted names. Thread-safe."""
@@ -228,6 +232,7 @@ class Producer:
                 raise ConfigError("enable_idempotence allows at most 5 requests in flight")
         self._cluster = Cluster(c)
         self._accumulator = RecordAccumulator(c)
+        self._accumulator.future_type = RecordFuture
         self._max_request_size = c["max_request_size"]
         self._parts_cache: tuple[Any, dict[str, list[int]]] = (None, {})
         self._txn = None if c["transactional_id"] is None else \
@@ -238,46 +243,8 @@ class Producer:
 
     # ------------------------------------------------------------------ public API
 
-    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
-             partition: int | None = None, timestamp: int | None = None,
-             on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any]
-             | None = None) -> RecordFuture:
-        """Queue one record; returns a :class:`RecordFuture`.
-
-        ``value``/``key``: bytes or str (UTF-8) or None; ``headers``: a list of
-        ``(str, bytes | None)`` or a dict; ``partition``: explicit, else
-        murmur2 of the key (Java's choice) or sticky for null keys;
-        ``timestamp``: ms since the epoch (default now). ``on_delivery(error,
-        metadata)`` runs on the sender thread once the record is written or failed.
-        """
-        if self._txn is not None:
-            self._txn.check_send()
-        v = value if type(value) is bytes else _as_bytes(value, "value")
-        k = key if type(key) is bytes else _as_bytes(key, "key")
-        size = _RECORD_OVERHEAD + (len(v) if v else 0) + (len(k) if k else 0)
-        hdrs = None
-        if headers:
-            items = headers.items() if isinstance(headers, Mapping) else headers
-            hdrs = [(hk, _as_bytes(hv, "header value")) for hk, hv in items]
-            size += sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in hdrs)
-            if size + _BATCH_OVERHEAD > self._max_request_size:
-                raise EncodeError(f"record of ~{size} bytes is larger than max_request_size "
-                                  f"({self._max_request_size})")
-        elif size + _BATCH_OVERHEAD > self._max_request_size:
-            raise EncodeError(f"record of ~{size} bytes is larger than max_request_size "
-                              f"({self._max_request_size})")
-        ts = int(time.time() * 1000) if timestamp is None else int(timestamp)
-        snapshot, cache = self._parts_cache
-        partitions = cache.get(topic) if snapshot is self._cluster.metadata else None
-        if not partitions:
-            partitions = self._partitions(topic)
-        if partition is not None and partition not in partitions:
-            raise ValueError(f"topic {topic!r} has no partition {partition} "
-                             f"(it has {len(partitions)})")
-        on_done = None if on_delivery is None else functools.partial(_deliver, on_delivery)
-        batch, index = self._accumulator.append(topic, partition, k, v, ts, hdrs, size,
-                                                partitions, on_done)
-        return RecordFuture(batch, index)
+    # send() is the base's (``_codec.ProducerCore``: the whole per-record path in C,
+    # twin kproto/_pure/accum.py); it calls the helpers below for the rare cases
 
     def send_batch(self, topic: str, data: Any, *, partition: int | None = None,
                    value_format: str | None = None, key_format: str | None = None,
@@ -480,6 +447,21 @@ class Producer:
         return f"<Producer {','.join(self._cluster.bootstrap_servers)}>"
 
     # ------------------------------------------------------------------ caller side helpers
+
+    def _as_bytes(self, v: Any, what: str) -> bytes | None:
+        return _as_bytes(v, what)
+
+    @staticmethod
+    def _header_pairs(headers: Any) -> tuple[list[tuple[Any, bytes | None]], int]:
+        """send()'s headers as (key, value bytes) pairs, and about how many bytes they add."""
+        items = headers.items() if isinstance(headers, Mapping) else headers
+        pairs = [(hk, _as_bytes(hv, "header value")) for hk, hv in items]
+        return pairs, sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in pairs)
+
+    @staticmethod
+    def _on_done(on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any]
+                 ) -> Callable[[ProducerBatch, int], Any]:
+        return functools.partial(_deliver, on_delivery)
 
     def _partitions(self, topic: str) -> list[int]:
         meta = self._cluster.metadata

@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,22 +46,23 @@ from .records.batch import RECORD_OVERHEAD
 __all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "RECORD_OVERHEAD",
            "leaves", "wait_done", "row_sizes", "chunks"]
 
-_murmur2 = backend.murmur2
 _RecordsBuilder = backend.RecordsBuilder
+if TYPE_CHECKING:       # the twins' fields and signatures are the Cython classes'
+    from ._pure.accum import AccumulatorCore as _AccumulatorCore
+    from ._pure.accum import BatchCore as _BatchCore
+else:
+    _AccumulatorCore, _BatchCore = backend.AccumulatorCore, backend.BatchCore
 
 log = logging.getLogger("kproto.producer")
 
 TopicPartition = tuple[str, int]
 
 
-class ProducerBatch:
-    """Records of one partition travelling together (and their delivery state)."""
+class ProducerBatch(_BatchCore):
+    """Records of one partition travelling together (and their delivery state); the
+    fields live in the base (``_codec.BatchCore``: send()'s path sets them in C)."""
 
-    __slots__ = ("topic", "partition", "records", "size", "charged",
-                 "created", "payload", "table", "count", "sequence", "producer_id",
-                 "producer_epoch", "sequence_reset", "stamped", "attempts", "next_try",
-                 "base_offset", "log_append_time", "error", "event", "callbacks", "done",
-                 "split_into")
+    __slots__ = ()
 
     def __init__(self, topic: str, partition: int, now: float) -> None:
         self.topic, self.partition = topic, partition
@@ -199,7 +200,7 @@ def chunks(sizes: np.ndarray, limit: int) -> Iterable[tuple[int, int]]:
         start = stop
 
 
-class RecordAccumulator:
+class RecordAccumulator(_AccumulatorCore):
     """Per-partition queues of :class:`ProducerBatch`; see the module docstring.
 
     ``config``: the producer's settings (:func:`kproto.config.resolve`); it reads
@@ -209,31 +210,24 @@ class RecordAccumulator:
 
     def __init__(self, config: Mapping[str, Any],
                  partitioner: StickyPartitioner | None = None) -> None:
-        self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)
-        self.partitioner = partitioner if partitioner is not None else StickyPartitioner()
-        self.batch_size: int = config["batch_size"]
+        # the base (``_codec.AccumulatorCore``: append() in C) holds lock, cond,
+        # partitioner, batch_size, buffer_memory, _open, queued_bytes, closing, fatal
+        super().__init__(config, partitioner if partitioner is not None
+                         else StickyPartitioner())
         self.linger: float = config["linger_ms"] / 1000
-        self.buffer_memory: int = config["buffer_memory"]
         self.max_block: float = config["max_block_ms"] / 1000
         self.compression = config["compression_type"]
         self.compression_level = config["compression_level"]
         self._codec = compression.codec_id(self.compression)
         self._level = -1 if self.compression_level is None else self.compression_level
-        self._open: dict[TopicPartition, ProducerBatch] = {}
         self._ready: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._muted: set[TopicPartition] = set()     # partitions with a batch in flight
-        #: bytes of buffer_memory in use
-        self.queued_bytes = 0
         #: batches not done yet (flush waits for those there when it starts)
         self.incomplete: set[ProducerBatch] = set()
         #: topic -> when a batch for it last opened (or its metadata was asked for)
         self.topic_used: dict[str, float] = {}
         self.flushing = 0
-        self.closing = False
         self.closed = False
-        #: the error the sender thread died of: every later append raises it
-        self.fatal: BaseException | None = None
 
     # ------------------------------------------------------------------ caller side
 
@@ -244,56 +238,15 @@ class RecordAccumulator:
         if self.fatal is not None:
             raise self.fatal
 
-    def append(self, topic: str, partition: int | None, key: bytes | None,
-               value: bytes | None, timestamp: int, headers: Any, size: int,
-               partitions: list[int],
-               on_done: Callable[[ProducerBatch, int], Any] | None = None
-               ) -> tuple[ProducerBatch, int]:
-        """Add a record of about ``size`` bytes to its partition's open batch (a new
-        one once that is full); returns the batch and the record's index in it.
-
-        ``partition`` None: sticky for a null key (KIP-480: the partitioner moves
-        on when the sticky partition's batch is full), else murmur2 of ``key``
-        over ``partitions``. ``on_done(batch, index)`` runs once the record is
-        written or failed. Blocks while ``buffer_memory`` is full.
-        """
-        sticky = partition is None and key is None
-        with self.lock:
-            if self.closing or self.fatal is not None:
-                self.check_usable()
-            if self.queued_bytes + size > self.buffer_memory:
-                self._wait_for_buffer(size)
-            if partition is None:
-                if sticky:
-                    partition = self.partitioner.sticky.get(topic)
-                    if partition is None:
-                        partition = self.partitioner.partition(topic, key, partitions)
-                else:           # StickyPartitioner.partition's murmur2, inlined (hot)
-                    partition = partitions[(_murmur2(key) & 0x7FFFFFFF) % len(partitions)]
-            tp = (topic, partition)
-            batch = self._open.get(tp)
-            if batch is not None and batch.size + size > self.batch_size:
-                self._seal(tp)
-                batch = None
-                if sticky:   # the sticky partition's batch is full: move on (KIP-480)
-                    self.partitioner.new_batch(topic, partitions)
-                    partition = self.partitioner.partition(topic, key, partitions)
-                    tp = (topic, partition)
-                    batch = self._open.get(tp)
-            if batch is None:
-                batch = self._open[tp] = ProducerBatch(topic, partition, time.monotonic())
-                batch.records = _RecordsBuilder()
-                self.topic_used[topic] = batch.created
-                self.incomplete.add(batch)
-                self.cond.notify()
-            index = batch.records.append(key, value, timestamp, headers)
-            batch.count = index + 1
-            batch.size += size
-            batch.charged += size       # (_charge, inlined)
-            self.queued_bytes += size
-            if on_done is not None:
-                batch.callbacks.append((index, on_done))
-        return batch, index
+    def _open_batch(self, topic: str, partition: int) -> ProducerBatch:
+        """*locked*: a new open batch for send()'s records (append's rare case)."""
+        batch = self._open[(topic, partition)] = ProducerBatch(topic, partition,
+                                                               time.monotonic())
+        batch.records = _RecordsBuilder()
+        self.topic_used[topic] = batch.created
+        self.incomplete.add(batch)
+        self.cond.notify()
+        return batch
 
     def append_batch(self, batch: ProducerBatch) -> None:
         """Queue an encoded batch (of send_batch) behind what its partition has
