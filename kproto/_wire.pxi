@@ -24,6 +24,8 @@ def frame_ids(const int64_t[::1] offsets not None, const uint8_t[::1] data not N
     _check_offsets(offsets, data.shape[0])
     if valid.shape[0] != n:
         raise ValueError("valid must hold one entry a row")
+    if header < 5:
+        raise ValueError(f"header must be at least 5 bytes (magic byte and id), not {header}")
     ids_array = _np.full(n, -1, _np.int64)
     status_array = _np.zeros(n, _np.uint8)
     cdef int64_t[::1] ids = ids_array

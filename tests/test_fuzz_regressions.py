@@ -7,8 +7,10 @@ to it says what the fix does. Hand-written cases below cover the same roots dire
 
 from __future__ import annotations
 
+import functools
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,17 +80,68 @@ FOUND = {
 }
 
 
+def _framed(schema_id: int, payload: bytes) -> bytes:
+    return b"\x00" + schema_id.to_bytes(4, "big") + payload
+
+
+def _formats_input(case: str, values: list[bytes | None], flags: int = 0) -> bytes:
+    from .fuzz.formats_target import CASES, _body
+
+    return bytes([CASES.index(case), flags]) + _body(values)
+
+
+# Typed values (formats_cython, formats_pure): the fuzzer's first find, and inputs the
+# oracle refused on the target's seeds or while it was written, in the target's format
+# (a case byte, a flags byte, length-prefixed values; tests/fuzz/formats_target.py)
+FOUND.update({
+    # formats_pure, first 30 s: JSON without a schema, a field name that is not UTF-8:
+    # pyarrow's reader infers a field it cannot name (UnicodeDecodeError out of decode);
+    # a string value that is not UTF-8 it reads into an invalid Arrow string array
+    "formats-json-key-not-utf8": ("formats_pure", unhex(
+        "0106587b226964223a20312c20226e616d65223a202261222c202274616773223a205b227822b6202279"
+        "225d2c2022696e6e6572223a207b2278223a20312e352c20226f6b223a20747275657d2c20226b696e64"
+        "223a202261227d607b226964223a202d313039393531313632373737362c20226e616d65223a206e756c"
+        "6c2c202274616773223a205b5d2c20226b696e64223a202262222c2022657874f461223a202265222c20"
+        "226974656d73223a205b7b2276223a20337d5d7d097b226964223a20377dff04207b7d20")),
+    # JSON without a schema, values whose types conflict: ArrowInvalid out of
+    # errors="null", an AssertionError out of errors="raise"
+    "formats-json-inferred-conflict": ("formats_cython", _formats_input(
+        "json-inferred", [b'{"a": 1}', b'{"a": 1.5}', b'{"a": "x"}'])),
+    # every value fails to read: the reader was then asked to read nothing ("Empty JSON")
+    "formats-json-all-bad": ("formats_cython", _formats_input("json", [b'{"id": }'])),
+    # the newest id's JSON Schema has no Arrow type: a SchemaError for the whole column
+    "formats-json-schema-without-type": ("formats_cython", _formats_input(
+        "json-framed", [_framed(1, b'{"id": 1}'), _framed(5, b"{}")])),
+    # errors="raise" raised the short row 1 before the payload error of row 0
+    "formats-json-raise-order": ("formats_cython", _formats_input(
+        "json-framed", [_framed(1, b"[1]"), b"\x00\x00"])),
+    # Avro of two ids, both rows truncated: the ids' groups raised in id order (row 1)
+    "formats-avro-raise-order": ("formats_cython", _formats_input(
+        "avro-framed", [_framed(8, b"\x02"), _framed(6, b"\x02")])),
+    # a fz.Other (id: string) among fz.Event rows (id: int64): ArrowInvalid out of decode
+    "formats-proto-other-type": ("formats_cython", _formats_input(
+        "proto-framed", [_framed(3, b"\x00"), _framed(3, b"\x02\x02\x0a\x01o")])),
+    # frame_ids asked for a 1-byte header read the id's 4 bytes past a 3-byte value
+    "formats-kernels-short-header": ("formats_cython", bytes([6, 0x10, 2, 0, 3]) + b"\x00ab"),
+})
+
+
+@functools.cache
+def _target(name: str) -> Any:
+    return targets.make(name)
+
+
 @pytest.mark.parametrize("name", list(FOUND))
 def test_found_inputs_pass_the_oracle_in_both_targets(name: str) -> None:
     target, data = FOUND[name]
     decoder = target.split("_")[0]
     for impl in ("cython", "pure"):
-        targets.make(f"{decoder}_{impl}")(data)
+        _target(f"{decoder}_{impl}")(data)
 
 
-@pytest.mark.parametrize("decoder", ["records", "fetch", "protocol"])
+@pytest.mark.parametrize("decoder", ["records", "fetch", "protocol", "formats"])
 def test_seed_corpora_pass_the_oracle(decoder: str) -> None:
-    one_input = targets.make(f"{decoder}_cython")
+    one_input = _target(f"{decoder}_cython")
     seeds = sorted((Path(__file__).parent / "fuzz" / "corpus" / decoder).iterdir())
     assert seeds
     for path in seeds:
@@ -265,3 +318,109 @@ def test_binary_view_refuses_decompressed_buffers_past_2gib(decode, monkeypatch)
     legacy = message_set([Rec(b"k", b"v" * 50, [], 1)] * 3, magic=1, codec=1)
     with pytest.raises(ConfigError, match="2 GiB"):
         decode(legacy, binary_view=True, max_decompressed=2**32)
+
+
+# --------------------------------------------------------------------------- typed values
+
+
+def _decoded(values: list[bytes | None], fmt: str = "json", **kwargs: Any) -> Any:
+    import pyarrow as pa
+
+    from kproto import formats
+
+    got = formats.decode_with_bad_rows(pa.array(values, pa.binary()), fmt, errors="null",
+                                       **kwargs)
+    got.array.validate(full=True)
+    return got
+
+
+def _raised(values: list[bytes | None], fmt: str = "json", **kwargs: Any) -> Any:
+    import pyarrow as pa
+
+    from kproto import formats
+    from kproto.errors import FormatError
+
+    with pytest.raises(FormatError) as info:
+        formats.decode(pa.array(values, pa.binary()), fmt, **kwargs)
+    return info.value
+
+
+def test_json_without_a_schema_values_whose_types_conflict_are_bad_rows() -> None:
+    import pyarrow as pa
+
+    values = [b'{"a": 1, "b": null}', b'{"a": 1.5}', b'{"a": "x"}', b'{"b": {"c": 1}}',
+              b'{"b": 2}']
+    got = _decoded(values)
+    assert got.bad_rows.tolist() == [2, 4]
+    assert got.array.type == pa.struct([("a", pa.float64()), ("b", pa.struct([("c", pa.int64())]))])
+    assert got.array.to_pylist() == [{"a": 1.0, "b": None}, {"a": 1.5, "b": None}, None,
+                                     {"a": None, "b": {"c": 1}}, None]
+    err = _raised(values)
+    assert err.row == 2 and "conflict" in err.reason
+    # a value that does not read alone, after the conflict: the conflict is still first
+    assert _raised(values[:3] + [b'{"a": }']).row == 2
+
+
+def test_json_values_must_be_utf8_keys_and_strings() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    values = [b'{"\xff": 1}', b'{"a": "\xc3("}', b'{"a": "\xc3\xa9"}', None]
+    for kwargs in ({}, {"schema": schema}):
+        got = _decoded(values, **kwargs)      # validated in full: no invalid string array
+        assert got.bad_rows.tolist() == [0, 1]
+        assert got.array.to_pylist()[2:] == [{"a": "é"}, None]
+    err = _raised(values[1:], schema=schema)
+    assert err.row == 0 and "not UTF-8 (byte 7" in err.reason
+
+
+def test_json_every_value_bad_decodes_to_nulls() -> None:
+    got = _decoded([b'{"a": }', b'{"a": tru}'])
+    assert got.bad_rows.tolist() == [0, 1] and got.array.null_count == 2
+
+
+def test_framed_values_raise_the_first_bad_row_of_any_kind() -> None:
+    from .fuzz.formats_target import offline_registry
+
+    client = offline_registry()
+    assert _raised([_framed(1, b"[1]"), b"\x00\x00"], registry=client).row == 0
+    assert _raised([_framed(1, b'{"id": 1}'), _framed(99, b"{}"), b"\x00"],
+                   registry=client).row == 1
+    err = _raised([_framed(8, b"\x02"), _framed(6, b"\x02")], "avro", registry=client)
+    assert err.row == 0 and err.offset is not None
+    assert _raised([_framed(3, b"\x02\x08"), b"\x01"], "protobuf", registry=client).row == 0
+    assert _raised([b"\x01", _framed(3, b"\x02\x08")], "protobuf", registry=client).row == 0
+
+
+def test_a_registered_json_schema_without_an_arrow_type_makes_its_rows_bad() -> None:
+    from .fuzz.formats_target import offline_registry
+
+    got = _decoded([_framed(1, b'{"id": 1}'), _framed(5, b"{}")], registry=offline_registry())
+    assert got.bad_rows.tolist() == [1]
+    assert got.array.to_pylist()[0]["id"] == 1
+
+
+def test_protobuf_rows_of_another_message_whose_fields_do_not_fit_are_bad() -> None:
+    from .fuzz.formats_target import offline_registry, proto_classes
+
+    classes = proto_classes()
+    values = [_framed(3, b"\x00" + classes["Event"](id=4).SerializeToString()),
+              _framed(3, b"\x02\x02" + classes["Other"](id="o").SerializeToString()),
+              _framed(3, b"\x04\x00\x00" + classes["Inner"](x=2).SerializeToString())]
+    got = _decoded(values, "protobuf", registry=offline_registry())
+    assert got.bad_rows.tolist() == [1]
+    rows = got.array.to_pylist()
+    assert rows[0]["id"] == 4 and rows[1] is None and rows[2]["id"] is None
+    err = _raised(values, "protobuf", registry=offline_registry())
+    assert err.row == 1 and "fz.Other" in err.reason and "fz.Event" in err.reason
+
+
+@pytest.mark.parametrize("kernels", ["cython", "pure"])
+def test_frame_ids_refuses_a_header_shorter_than_confluents(kernels: str) -> None:
+    import numpy as np
+
+    import kproto._avro
+    import kproto._pure.wire
+
+    module = kproto._avro if kernels == "cython" else kproto._pure.wire
+    with pytest.raises(ValueError, match="at least 5 bytes"):
+        module.frame_ids(np.array([0, 3], np.int64), np.frombuffer(b"\x00ab", np.uint8),
+                         np.ones(1, np.uint8), 1, 0)

@@ -29,6 +29,8 @@ def frame_ids(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, header: 
     n = len(offsets) - 1
     if len(valid) != n:
         raise ValueError("valid must hold one entry a row")
+    if header < 5:
+        raise ValueError(f"header must be at least 5 bytes (magic byte and id), not {header}")
     starts, lengths = offsets[:-1], np.diff(offsets)
     ids = np.full(n, -1, np.int64)
     status = np.zeros(n, np.uint8)

@@ -236,9 +236,9 @@ def record_name(schema: Any, format: str) -> str | None:
 
 def _decode_framed(column: pa.Array, format: str, client: SchemaRegistryClient,
                    reader: Any, subject: str | None, errors: str) -> Decoded:
+    # bad rows (framing, unknown ids) are kept, not raised here: with errors="raise" the
+    # decoders below raise the first bad row of all, whatever made it bad
     framing = _wire.frame(column)
-    if errors == "raise":
-        framing.raise_first(format)
     bad = dict(framing.bad)
     ids = framing.ids
     writers: dict[int, Any] = {}
@@ -249,23 +249,24 @@ def _decode_framed(column: pa.Array, format: str, client: SchemaRegistryClient,
         try:
             found = client.get_schema(schema_id, format="serialized" if format == "protobuf"
                                       else None)
-            writers[schema_id] = _registered(found, format, client)
+            writer = _registered(found, format, client)
+            if format == "json":
+                _json_type(writer)          # a schema with no Arrow type: its rows are bad
+            writers[schema_id] = writer
         except (SchemaRegistryError, SchemaError) as exc:
             if isinstance(exc, SchemaRegistryError) and exc.error_code != 40403:
                 raise           # the registry failed, not the row: never a bad row
             reason = (f"unknown schema id {schema_id}" if isinstance(exc, SchemaRegistryError)
                       else f"schema id {schema_id}: {exc}")
-            if errors == "raise":
-                raise FormatError(row=int(rows[0]), reason=reason, format=format) from exc
             bad.update(dict.fromkeys(rows.tolist(), reason))
             ids[rows] = -1
     if reader is None and subject is not None:
         latest = client.get_latest(subject, format="serialized" if format == "protobuf"
                                    else None)
         reader = _registered(latest, format, client)
-    if reader is None and writers:
-        reader = writers[max(writers)]
-    if reader is None and format != "json":
+    if reader is None and writers and format != "protobuf":
+        reader = writers[max(writers)]      # (protobuf: the message the newest rows name)
+    if reader is None and not writers and format != "json":
         # no value to decode, no schema given: no type to decode into (all rows null)
         if errors == "raise" and bad:
             row = min(bad)
@@ -296,6 +297,7 @@ def _decode_avro(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], rea
     pieces = []
     bad_rows = set(bad)
     single = len(writers) == 1 and not bad
+    first: FormatError | None = None        # errors="raise": the first bad row of any id
     for schema_id, writer in writers.items():
         parsed = _parse_avro(writer)
         # the writer is the reader: no resolution to make
@@ -304,10 +306,21 @@ def _decode_avro(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], rea
             array, found = avro.decode(column, parsed, same, skip=_wire.HEADER, errors=errors)
             return Decoded(array, np.asarray(found, np.int64))
         rows = np.flatnonzero(ids == schema_id).astype(np.int64)
-        array, found = avro.decode(column, parsed, same, skip=_wire.HEADER, rows=rows,
-                                   errors=errors)
+        try:
+            array, found = avro.decode(column, parsed, same, skip=_wire.HEADER, rows=rows,
+                                       errors=errors)
+        except FormatError as exc:
+            if first is None or (exc.row or 0) < (first.row or 0):
+                first = exc
+            continue
         pieces.append((rows, array))
         bad_rows.update(np.asarray(found).tolist())
+    if errors == "raise" and (first is not None or bad):
+        row = min(bad, default=None)
+        if first is not None and (row is None or (first.row or 0) < row):
+            raise first
+        assert row is not None
+        raise FormatError(row=row, reason=bad[row], format="avro")
     return Decoded(_wire.assemble(len(column), pieces, type),
                    np.array(sorted(bad_rows), np.int64))
 

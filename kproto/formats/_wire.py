@@ -16,7 +16,6 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _backend
-from ..errors import FormatError
 
 if _backend.IS_PURE:
     from .._pure import wire as _kernels
@@ -77,12 +76,6 @@ class Framing:
     ids: np.ndarray
     null: np.ndarray
     bad: dict[int, str]
-
-    def raise_first(self, format: str) -> None:
-        """Raise the first bad row as a FormatError."""
-        if self.bad:
-            row = min(self.bad)
-            raise FormatError(row=row, reason=self.bad[row], format=format)
 
 
 def frame(values: pa.Array) -> Framing:

@@ -255,14 +255,22 @@ def decode_framed(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], re
             indexes, start = _wire.message_indexes(value, _wire.HEADER)
             _message_at(writers[int(ids[row])], indexes)
         except ValueError as exc:
-            if errors == "raise":
-                raise FormatError(row=row, reason=f"message indexes: {exc}",
-                                  format="protobuf") from None
             bad[row] = f"message indexes: {exc}"
             continue
         groups.setdefault((int(ids[row]), indexes), []).append((row, value[start:]))
-    if hasattr(reader, "message_types_by_name"):        # a file: the newest id's message
-        reader = _message_at(reader, max(groups)[1] if groups else (0,))
+    # no reader message: the newest id's message its rows name (the first of them, by
+    # indexes: a file's first message before the others)
+    newest = max(groups)[0] if groups else max(writers, default=0)
+    indexes = min((k[1] for k in groups if k[0] == newest), default=(0,))
+    if reader is None:
+        reader = _message_at(writers[newest], indexes)
+    elif hasattr(reader, "message_types_by_name"):      # a file: the same message in it
+        try:
+            reader = _message_at(reader, indexes)
+        except ValueError as exc:
+            raise SchemaError(f"the reader schema {reader.name}: {exc}") from None
+    else:
+        reader = message_descriptor(reader)
     target = arrow_type(reader)
     pieces = []
     for (schema_id, indexes), rows in sorted(groups.items()):
@@ -271,11 +279,34 @@ def decode_framed(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], re
         if _struct(descriptor) == target:
             array = _build(messages, descriptor)
         else:                   # another message type: its fields matched to the reader's
-            convert = _converter(descriptor)
-            array = pa.array([None if m is None else convert(m) for m in messages], target)
+            array = _converted(messages, [row for row, _ in rows], descriptor, reader, bad)
         pieces.append((np.array([row for row, _ in rows], np.int64), array))
     _raise_first(bad, errors)
     return _wire.assemble(len(values), pieces, target), np.array(sorted(bad), np.int64)
+
+
+def _converted(messages: list[Any], rows: list[int], descriptor: Any, reader: Any,
+               bad: dict[int, str]) -> pa.Array:
+    """Messages of another type than ``reader`` built into the reader's struct, fields
+    matched by name; a message whose fields do not fit (a string where the reader has
+    an int64...) is a bad row."""
+    target = arrow_type(reader)
+    convert = _converter(descriptor)
+    dicts = [None if m is None else convert(m) for m in messages]
+    try:
+        return pa.array(dicts, target)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        pass
+    for i, (row, one) in enumerate(zip(rows, dicts, strict=True)):
+        if one is None:
+            continue
+        try:
+            pa.array([one], target)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            bad[row] = (f"a {descriptor.full_name}, whose fields do not fit "
+                        f"{reader.full_name}'s: {exc}")
+            dicts[i] = None
+    return pa.array(dicts, target)
 
 
 def from_registry(found: RegisteredSchema, client: SchemaRegistryClient) -> Any:

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.fuzz.targets import INSTRUMENT, TARGETS  # noqa: E402
 
-MAX_LEN = {"records": 8192, "fetch": 4096, "protocol": 2048, "avro": 4096}
+MAX_LEN = {"records": 8192, "fetch": 4096, "protocol": 2048, "avro": 4096, "formats": 4096}
 LONG_RUNS = 10_000_000
 SHORT_SECONDS = 4
 #: libFuzzer's artifact prefixes, and ours (--keep-going)
@@ -75,7 +75,8 @@ def child(target: str, build: str | None, libfuzzer_args: list[str],
     exclude = sorted(modules - set(INSTRUMENT[target]))
     with atheris.instrument_imports(include=["kproto"], exclude=exclude):
         for name in ("kproto._avro", "kproto._codec", "kproto._pure.avro",
-                     "kproto._pure.records", "kproto.compression", "kproto.formats.avro",
+                     "kproto._pure.records", "kproto._pure.wire", "kproto.compression",
+                     "kproto.formats.avro", "kproto.formats.json", "kproto.formats.protobuf",
                      "kproto.protocol", "kproto.protocol.engine", "kproto.protocol.slicer"):
             importlib.import_module(name)   # (not import statements: their sort order
                                             # depended on what the checkout had built)

@@ -166,9 +166,10 @@ def protocol_seeds() -> list[bytes]:
 def write_corpora(root: Path = CORPUS) -> dict[str, int]:
     """One directory per decoder (both twins' targets read it): name -> seeds written."""
     from .avro_target import avro_seeds
+    from .formats_target import formats_seeds
 
     seeds = {"records": record_seeds(), "fetch": fetch_seeds(), "protocol": protocol_seeds(),
-             "avro": avro_seeds()}
+             "avro": avro_seeds(), "formats": formats_seeds()}
     counts = {}
     for decoder in sorted({d for d, _ in TARGETS.values()}):
         d = root / decoder

@@ -17,6 +17,11 @@ protocol_pure      the same, varints from ``_pure``                            e
 avro_cython        case byte + flags byte + Avro datums -> ``formats.avro``    Cython
                    decoding on ``_avro`` (tests/fuzz/avro_target.py)
 avro_pure          the same on ``_pure.avro``                                  pure Python
+formats_cython     case byte + flags byte + values -> ``formats.decode`` of    Cython
+                   JSON (plain, framed) and Protobuf (plain, framed), and the
+                   framing and JSON-lines passes alone, on ``_avro``'s passes
+                   (tests/fuzz/formats_target.py)
+formats_pure       the same on ``_pure.wire``'s                                pure Python
 =================  ==========================================================  ===========
 
 The records flags byte: bit 0 check CRCs, bit 1 ``binary_view``, bit 2
@@ -51,6 +56,8 @@ TARGETS = {
     "protocol_pure": ("protocol", "pure"),
     "avro_cython": ("avro", "cython"),
     "avro_pure": ("avro", "pure"),
+    "formats_cython": ("formats", "cython"),
+    "formats_pure": ("formats", "pure"),
 }
 
 #: The Python modules whose coverage guides each target (with an instrumented build, the
@@ -64,6 +71,10 @@ INSTRUMENT = {
     "protocol_pure": ["kproto.protocol", "kproto.protocol.engine", "kproto._pure.varint"],
     "avro_cython": ["kproto.formats.avro", "kproto.formats._avro_program"],
     "avro_pure": ["kproto._pure.avro", "kproto.formats._avro_program"],
+    "formats_cython": ["kproto.formats", "kproto.formats._wire", "kproto.formats.json",
+                       "kproto.formats.protobuf"],
+    "formats_pure": ["kproto._pure.wire", "kproto.formats", "kproto.formats._wire",
+                     "kproto.formats.json", "kproto.formats.protobuf"],
 }
 
 FLAG_CHECK_CRC, FLAG_VIEWS, FLAG_START, FLAG_COMMITTED, FLAG_SMALL_CAP = 1, 2, 4, 8, 16
@@ -258,6 +269,10 @@ def make(name: str, keep_going: str | None = None) -> Callable[[bytes], None]:
         from .avro_target import make_avro
 
         decode = make_avro(impl, _outcome, Finding)
+    elif decoder == "formats":
+        from .formats_target import make_formats
+
+        decode = make_formats(impl, Finding)
     else:
         decode = {"records": make_records, "fetch": make_fetch,
                   "protocol": make_protocol}[decoder](impl)
