@@ -202,3 +202,80 @@ def test_round_trip_random_rows(rows, framed):
     encoded = json_format.encode(array, prefix=prefix)
     back, bad = json_format.decode(encoded, ROW_TYPE, skip=len(prefix))
     assert bad.size == 0 and back.to_pylist() == rows
+
+
+TIMES = {"type": "object", "properties": {
+    "t": {"type": "string", "format": "date-time"},
+    "n": {"type": ["string", "null"], "format": "date-time"},
+    "d": {"type": "string", "format": "date"}}}
+
+
+def test_date_time_format_reads_as_utc_microseconds(registry):
+    """RFC 3339 strings (confluent-kafka's JSONSerializer frames them) -> timestamp[us, UTC]:
+    offsets applied, a fraction past microseconds a bad row; "date" stays a string
+    (pyarrow's reader makes a date32 of a number of days only)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    utc = pa.timestamp("us", tz="UTC")
+    assert json_format.arrow_type(TIMES) == pa.struct([("t", utc), ("n", utc),
+                                                       ("d", pa.string())])
+    rows = [{"t": "2024-05-06T07:08:09Z", "n": None, "d": "2024-05-06"},
+            {"t": "2024-05-06T09:08:09.123456+02:00", "n": "1969-12-31T23:59:59.5Z",
+             "d": "1999-12-31"},
+            {"t": "2024-05-06T07:08:09.1234567Z", "n": None, "d": "x"}]
+    with Confluent({"url": registry.url}) as client:
+        serialize = JSONSerializer(json.dumps(TIMES), client)
+        context = SerializationContext("times", MessageField.VALUE)
+        values = pa.array([serialize(r, context) for r in rows])
+    got = formats.decode_with_bad_rows(values, "json", registry=registry.url, errors="null")
+    assert got.bad_rows.tolist() == [2]                   # 7 digits: past microseconds
+    micros = got.array.field("t").cast(pa.int64()).to_pylist()
+    assert micros == [1714979289_000000, 1714979289_123456, None]   # date -u -d ... +%s
+    assert got.array.field("n").cast(pa.int64()).to_pylist() == [None, -500000, None]
+    assert got.array.field("d").to_pylist() == ["2024-05-06", "1999-12-31", None]
+
+
+def test_timestamps_encode_as_date_time_that_confluent_and_jsonschema_accept(registry):
+    import datetime as dt
+
+    import jsonschema
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    utc = dt.timezone.utc
+    kind = pa.struct([("t", pa.timestamp("us", tz="UTC")),
+                      ("p", pa.timestamp("ms", tz="Europe/Paris")),
+                      ("d", pa.date32()), ("local", pa.timestamp("us"))])
+    schema = json_format.json_schema(kind)
+    props = schema["properties"]
+    assert props["t"] == props["p"] == {"type": ["string", "null"], "format": "date-time"}
+    assert props["d"] == {"type": ["string", "null"], "format": "date"}
+    assert props["local"] == {"type": ["string", "null"]}   # no offset: not RFC 3339
+    assert json_format.json_schema(pa.timestamp("us", tz="UTC")) == {
+        "type": "string", "format": "date-time",
+        "$schema": "http://json-schema.org/draft-07/schema#"}
+    when = dt.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=utc)
+    array = pa.array([{"t": when, "p": when.replace(microsecond=123000),
+                       "d": dt.date(2024, 5, 6), "local": dt.datetime(2024, 5, 6, 7, 8)},
+                      {"t": dt.datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=utc),
+                       "p": None, "d": None, "local": None}], kind)
+    encoded = formats.encode(array, "json", registry=registry.url, subject="times-out-value")
+    check = jsonschema.Draft7Validator(
+        schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+    assert not check.is_valid({"t": "2024-05-06T07:08:09"})      # the checker checks
+    with Confluent({"url": registry.url}) as client:
+        deserialize = JSONDeserializer(None, schema_registry_client=client)
+        context = SerializationContext("times-out", MessageField.VALUE)
+        docs = [deserialize(v, context) for v in encoded.to_pylist()]
+    for doc in docs:
+        check.validate(doc)
+    assert docs[0] == {"t": "2024-05-06T07:08:09.123456+00:00",
+                       "p": "2024-05-06T09:08:09.123000+02:00", "d": "2024-05-06",
+                       "local": "2024-05-06T07:08:00"}
+    back = formats.decode(encoded, "json", registry=registry.url)
+    assert back.field("t").equals(array.field("t"))
+    assert back.field("p").cast(pa.timestamp("ms", tz="UTC")).to_pylist() == \
+        array.field("p").to_pylist()

@@ -106,6 +106,12 @@ def _convert(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> pa.
         if not isinstance(items, Mapping):
             raise SchemaError(f"{path}: an array needs one 'items' schema")
         return pa.list_(_convert(items, root, f"{path}[]"))
+    if kinds == "string" and node.get("format") == "date-time":
+        # RFC 3339 text, which pyarrow's reader parses into any unit (offsets applied, UTC):
+        # microseconds as Spark's timestamps and Avro's timestamp-micros (a fraction past
+        # them does not parse: a bad row). "date" stays a string: the reader reads a
+        # date32 only from a number of days, never from text.
+        return pa.timestamp("us", tz="UTC")
     simple = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(),
               "boolean": pa.bool_(), "null": pa.null()}
     if kinds in simple:
@@ -152,7 +158,11 @@ def _schema_of(t: pa.DataType) -> dict[str, Any]:
         return {"type": "number"}
     if pa.types.is_dictionary(t):
         return _schema_of(t.value_type)
-    return {"type": "string"}        # strings, binary (base64), times, decimals
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        return {"type": "string", "format": "date-time"}     # RFC 3339: an offset is a must
+    if pa.types.is_date(t):
+        return {"type": "string", "format": "date"}
+    return {"type": "string"}        # strings, binary (base64), local timestamps, decimals
 
 
 def _nullable(schema: dict[str, Any], nullable: bool) -> dict[str, Any]:
