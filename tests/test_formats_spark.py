@@ -118,3 +118,53 @@ def test_read_typed_write_back_read_again(spark, tansu):
                       key=lambda r: r["key"]["k"])
         assert [b["value"] for b in back] == expected
         assert [b["key"] for b in back] == keys.to_pylist()
+
+
+TREE = {"type": "record", "name": "Node", "namespace": "t", "fields": [
+    {"name": "label", "type": "string"},
+    {"name": "children", "type": {"type": "array", "items": "Node"}},
+    {"name": "next", "type": ["null", "Node"], "default": None}]}
+
+
+def test_recursive_avro_needs_recursive_field_max_depth(spark, tansu):
+    """A recursive schema (confluent-kafka's AvroSerializer writes the values) has no Spark
+    type: a ConfigError names the option; with it, each record is read at most that many
+    times on a path, the deeper fields dropped (as spark-avro's from_avro)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    def node(label, children=(), next=None):
+        return {"label": label, "children": list(children), "next": next}
+
+    trees = [node("a", [node("b", [node("c")]), node("d")], node("n", next=node("m"))),
+             node("z")]
+    with SchemaRegistryServer() as registry:
+        with Confluent({"url": registry.url}) as client:
+            serialize = AvroSerializer(client, json.dumps(TREE))
+            context = SerializationContext("trees", MessageField.VALUE)
+            values = [serialize(t, context) for t in trees]
+        with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+            admin.create_topics({"trees": 1}, exist_ok=True)
+        with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+            producer.send_batch("trees", pa.table({"value": values})).result(30)
+
+        def read(**options):
+            reader = (spark.read.format("kproto")
+                      .option("kafka.bootstrap.servers", tansu.bootstrap)
+                      .option("subscribe", "trees").option("valueFormat", "avro")
+                      .option("schema.registry.url", registry.url))
+            for k, v in options.items():
+                reader = reader.option(k, v)
+            return reader.load()
+
+        with pytest.raises(Exception, match="recursive.*recursiveFieldMaxDepth"):
+            read()
+        df = read(recursiveFieldMaxDepth="2")
+        assert df.schema["value"].dataType.simpleString() == (
+            "struct<label:string,children:array<struct<label:string>>,"
+            "next:struct<label:string>>")
+        got = [r.value.asDict(recursive=True) for r in df.select("value").collect()]
+        assert got == [{"label": "a", "children": [{"label": "b"}, {"label": "d"}],
+                        "next": {"label": "n"}},
+                       {"label": "z", "children": [], "next": None}]

@@ -120,3 +120,37 @@ def test_sink_derives_registers_and_asks_once():
         from kproto.schema_registry import SchemaRegistryClient
 
         assert SchemaRegistryClient(registry.url).get_subjects() == ["t-value"]
+
+
+def test_recursive_avro_schema_inline_unrolled_by_the_option():
+    import io
+    import json
+
+    fastavro = pytest.importorskip("fastavro")
+    tree = {"type": "record", "name": "Node", "fields": [
+        {"name": "v", "type": "int"}, {"name": "kids", "type": {"type": "array",
+                                                                "items": "Node"}}]}
+    options = {"valueFormat": "avro", "valueSchema": json.dumps(tree)}
+    with pytest.raises(ConfigError, match="Node is recursive.*recursiveFieldMaxDepth to 1-15"):
+        typed.read_formats(options)
+    for bad in ("16", "x", "-2"):
+        with pytest.raises(ConfigError, match="recursiveFieldMaxDepth"):
+            typed.read_formats({**options, "recursiveFieldMaxDepth": bad})
+    for off in ("-1", "0"):          # Spark's "not permitted"
+        with pytest.raises(ConfigError, match="is recursive"):
+            typed.read_formats({**options, "recursiveFieldMaxDepth": off})
+    (column,) = typed.read_formats({**options, "recursiveFieldMaxDepth": "1"})
+    assert column.spark == pa.struct([("v", pa.int32())])
+    (column,) = typed.read_formats({**options, "RECURSIVEFIELDMAXDEPTH": "2"})
+    assert column.spark == pa.struct([("v", pa.int32()),
+                                      ("kids", pa.list_(pa.field("element", pa.struct(
+                                          [("v", pa.int32())]))))])
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(tree),
+                               {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3, "kids": []}]}]})
+    got = column.decode(pa.array([buf.getvalue(), None], pa.binary()))
+    assert got.to_pylist() == [{"v": 1, "kids": [{"v": 2}]}, None]
+    plain = {"valueFormat": "avro", "valueSchema": json.dumps(
+        {"type": "record", "name": "P", "fields": [{"name": "v", "type": "int"}]})}
+    (column,) = typed.read_formats({**plain, "recursiveFieldMaxDepth": "3"})   # no effect
+    assert column.reader is None

@@ -160,6 +160,28 @@ def unroll(schema: AvroSchema, depth: int = 3) -> AvroSchema:
     return parse_schema(text)
 
 
+def is_recursive(schema: AvroSchema) -> bool:
+    """Whether a record of ``schema`` contains itself, so that it has no Arrow type (read
+    it through :func:`unroll`)."""
+    done: set[str] = set()
+
+    def walk(node: Node, stack: frozenset[str]) -> bool:
+        if node.type in ("array", "map"):
+            inner = node.items if node.type == "array" else node.values
+            return inner is not None and walk(inner, stack)
+        if node.type == "union":
+            return any(walk(b, stack) for b in node.branches)
+        if node.type != "record" or node.name in done:
+            return False            # (a record explored once would have shown its cycle)
+        if node.name in stack:
+            return True
+        found = any(walk(f.type, stack | {node.name}) for f in node.fields)
+        done.add(node.name)
+        return found
+
+    return walk(parse_schema(schema).root, frozenset())
+
+
 def arrow_type(schema: AvroSchema) -> pa.DataType:
     """The Arrow type :func:`decode` gives values of ``schema`` (see the module)."""
     schema = parse_schema(schema)

@@ -10,7 +10,11 @@ each Arrow batch's column with :func:`kproto.formats.decode` inside the same
 batches, the registry client (its cache filled on the driver) shipped with
 the task, and bring the result to the types Spark knows
 (:func:`spark_type`). ``formatErrors``: ``raise`` (default) fails the task on
-a bad value, naming its row; ``null`` reads it as null.
+a bad value, naming its row; ``null`` reads it as null. A recursive Avro schema
+(a record that contains itself) has no Spark type: ``recursiveFieldMaxDepth``
+(1-15, as spark-avro's ``from_avro``) reads it unrolled, each record at most that
+many times on a path, the fields that would go deeper dropped
+(:func:`kproto.formats.avro.unroll`); without it such a schema is a ConfigError.
 
 Writing with ``valueFormat`` encodes a struct ``value`` column (``key`` with
 ``keyFormat``) with :func:`kproto.formats.encode`, registering the schema
@@ -167,13 +171,17 @@ class ColumnFormat:
     arrow: pa.DataType
     spark: pa.DataType
     errors: str
+    #: the reader schema of a recursive Avro schema, unrolled (recursiveFieldMaxDepth)
+    reader: Any = None
 
     def decode(self, values: pa.Array) -> pa.Array:
         if self.registry is not None:
             array = formats.decode(values, self.format, registry=self.registry,
-                                   schema=self.schema, subject=self.subject, errors=self.errors)
+                                   schema=self.reader if self.reader is not None
+                                   else self.schema, subject=self.subject, errors=self.errors)
         else:
-            array = formats.decode(values, self.format, schema=self.schema, errors=self.errors)
+            array = formats.decode(values, self.format, schema=self.schema,
+                                   reader_schema=self.reader, errors=self.errors)
         return to_spark(array, self.spark)
 
 
@@ -184,6 +192,7 @@ def read_formats(options: Mapping[str, str]) -> tuple[ColumnFormat, ...]:
     errors = (_option(options, "formatErrors") or "raise").strip().lower()
     if errors not in ("raise", "null"):
         raise ConfigError(f"option 'formatErrors' must be raise or null, not {errors!r}")
+    depth = _recursion_depth(options)
     for column in ("key", "value"):
         fmt = _option(options, f"{column}Format")
         if fmt is None or fmt.strip().lower() in ("binary", "bytes"):
@@ -202,16 +211,59 @@ def read_formats(options: Mapping[str, str]) -> tuple[ColumnFormat, ...]:
             subject = f"{topics[0]}-{column}"
         if client is None and fmt == "protobuf":
             raise ConfigError("protobuf values need schema.registry.url")
+        latest = None
         if client is not None and schema is None:
             latest = client.get_latest(subject or "", format="serialized"
                                        if fmt == "protobuf" else None)
             if latest.schema_id is not None:
                 client.get_schema(latest.schema_id, format="serialized"
                                   if fmt == "protobuf" else None)
-        arrow = formats.reader_type(fmt, schema=schema, registry=client, subject=subject)
+        reader = None
+        if fmt == "avro":
+            reader = _unrolled(schema if latest is None else latest.schema, depth, column)
+        arrow = formats.reader_type(fmt, schema=schema if reader is None else reader,
+                                    registry=client, subject=subject)
         out.append(ColumnFormat(column, fmt, client, schema, subject, arrow,
-                                spark_type(arrow), errors))
+                                spark_type(arrow), errors, reader))
     return tuple(out)
+
+
+#: spark-avro's bound on recursiveFieldMaxDepth
+MAX_RECURSIVE_DEPTH = 15
+
+
+def _recursion_depth(options: Mapping[str, str]) -> int | None:
+    """Option recursiveFieldMaxDepth: 1-15, or None (unset, -1 or 0: refused, as Spark)."""
+    text = _option(options, "recursiveFieldMaxDepth")
+    if text is None:
+        return None
+    try:
+        depth = int(text.strip())
+    except ValueError:
+        raise ConfigError(f"option recursiveFieldMaxDepth must be an integer, not "
+                          f"{text!r}") from None
+    if depth > MAX_RECURSIVE_DEPTH or depth < -1:
+        raise ConfigError(f"option recursiveFieldMaxDepth must be -1 to {MAX_RECURSIVE_DEPTH}, "
+                          f"not {depth}")
+    return depth if depth > 0 else None
+
+
+def _unrolled(schema: Any, depth: int | None, column: str) -> Any:
+    """The reader schema a recursive Avro schema is read with (None when not recursive)."""
+    from ..formats import avro
+
+    if schema is None:
+        return None
+    parsed = avro.parse_schema(schema)
+    if not avro.is_recursive(parsed):
+        return None
+    if depth is None:
+        raise ConfigError(
+            f"the {column} schema {parsed.name} is recursive (a record contains itself), which "
+            f"Spark cannot hold: set option recursiveFieldMaxDepth to 1-{MAX_RECURSIVE_DEPTH} "
+            "to read each record at most that many times on a path, the fields that would go "
+            "deeper dropped (as spark-avro's from_avro)")
+    return avro.unroll(parsed, depth)
 
 
 def spark_schema(base: pa.Schema, typed: tuple[ColumnFormat, ...]) -> Any:
