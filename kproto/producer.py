@@ -317,13 +317,15 @@ class Producer(_ProducerCore):
         limit = self.config["max_request_size"] - _BATCH_OVERHEAD - 64
         batches = []
         now = time.monotonic()
-        for rows in np.split(order, bounds):
-            p = int(parts[rows[0]])
-            # a partition's rows are encoded where they are (records.Rows), not copied
-            # out of the table first; all rows to one partition are the table itself
-            sub = records.Rows(table, rows) if len(rows) != n else table
-            for start, stop in chunks(sizes[rows], limit):
-                chunk = sub.slice(start, stop - start)
+        # each partition's rows (a run of `order`) are encoded where they are
+        # (records.Rows: no copy of them first, the columns prepared once); rows that
+        # all go to one partition are the table itself
+        selected = records.Rows(table, order) if bounds.size else None
+        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), n], strict=True):
+            p = int(sorted_parts[lo])
+            for start, stop in chunks(sizes[order[lo:hi]], limit):
+                chunk = (table.slice(start, stop - start) if selected is None
+                         else selected.slice(lo + start, stop - start))
                 b = ProducerBatch(topic, p, now)
                 b.table = chunk
                 b.payload = acc.encode_table(chunk)

@@ -400,3 +400,16 @@ def test_row_sizes_and_chunks() -> None:
         (0, 2), (2, 4), (4, 5)]
     assert list(chunks(pa.array([10, 10, 10, 50, 5]).to_numpy(), 20)) == [
         (0, 2), (2, 3), (3, 4), (4, 5)]
+
+
+def test_row_sizes_from_offsets_for_every_binary_layout() -> None:
+    """row_sizes: each row's key + value bytes + RECORD_OVERHEAD (offsets read
+    directly for binary/string, sliced, chunked and large; views via the kernel)."""
+    keys = pa.chunked_array([pa.array([b"ab", None, b""]), pa.array([b"xyz"] * 2).slice(1)])
+    for values in (pa.array(["1", "22", None, "4444"]), pa.array([b"1", b"22", None, b"4444"]),
+                   pa.array(["x", "1", "22", None, "4444"], pa.large_string()).slice(1),
+                   pa.array([b"1", b"22", None, b"4444"], pa.binary_view())):
+        got = row_sizes(pa.table({"key": keys, "value": values}))
+        assert got.tolist() == [RECORD_OVERHEAD + n for n in (3, 2, 0, 7)]
+    assert row_sizes(pa.table({"value": pa.array([b"v"] * 2)})).tolist() == \
+        [RECORD_OVERHEAD + 1] * 2
