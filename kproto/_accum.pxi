@@ -9,10 +9,12 @@
 # str, headers, callbacks, a topic not in the metadata yet) call the Python methods named.
 # Twin: kproto/_pure/accum.py (same fields, same behaviour; tests run both).
 
+import logging as _logging
 import time as _time_module
 
 cdef object _now = _time_module.time
-cdef object _monotonic = _time_module.monotonic
+cdef object _tuple_new = tuple.__new__
+cdef object _log = _logging.getLogger("kproto.producer")
 
 #: records/batch.py's RECORD_OVERHEAD and HEADER_SIZE (a test checks they agree)
 SEND_RECORD_OVERHEAD = 12
@@ -25,8 +27,31 @@ cdef class BatchCore:
     cdef public object topic, partition, records, created, payload, table, sequence
     cdef public object producer_id, producer_epoch, sequence_reset, stamped, attempts
     cdef public object next_try, base_offset, log_append_time, error, event, callbacks
-    cdef public object done, split_into
+    cdef public object done, split_into, deliveries
     cdef public Py_ssize_t size, charged, count
+
+
+def deliver(BatchCore batch, list items, error, md_type):
+    """Run send()'s ``on_delivery`` callbacks of a batch that is done: ``items`` is its
+    ``(index, fn)`` list; each ``fn(error, None)``, or ``fn(None, md_type(topic,
+    partition, offset, timestamp))``. A callback that raises is logged, not raised."""
+    cdef Py_ssize_t index
+    cdef RecordsBuilder records = batch.records
+    cdef int64_t base = batch.base_offset, append_time = batch.log_append_time
+    for item in items:
+        index = (<tuple> item)[0]
+        fn = (<tuple> item)[1]
+        md = None
+        if error is None:
+            md = _tuple_new(md_type, (
+                batch.topic, batch.partition, -1 if base < 0 else base + index,
+                append_time if append_time >= 0 else
+                (records.timestamp(index) if records is not None and index < records.count
+                 else -1)))
+        try:
+            fn(error, md)
+        except Exception:       # a user callback must not kill the sender
+            _log.exception("delivery callback raised")
 
 
 cdef class FutureCore:
@@ -68,22 +93,23 @@ cdef class AccumulatorCore:
         self.future_type = None
 
     def append(self, topic, partition, key, value, int64_t timestamp, headers,
-               Py_ssize_t size, list partitions, on_done=None):
+               Py_ssize_t size, list partitions, on_done=None, delivery=None):
         """Add a record of about ``size`` bytes to its partition's open batch (a new
         one once that is full); returns the batch and the record's index in it.
 
         ``partition`` None: sticky for a null key (KIP-480: the partitioner moves
         on when the sticky partition's batch is full), else murmur2 of ``key``
         over ``partitions``. ``on_done(batch, index)`` runs once the record is
-        written or failed. Blocks while ``buffer_memory`` is full.
+        written or failed; ``delivery(error, metadata)`` likewise (send()'s
+        ``on_delivery``). Blocks while ``buffer_memory`` is full.
         """
         cdef Py_ssize_t index = 0
         batch = self._append(topic, partition, key, value, timestamp, headers, size,
-                             partitions, on_done, &index)
+                             partitions, on_done, delivery, &index)
         return batch, index
 
     cdef BatchCore _append(self, topic, partition, key, value, int64_t timestamp, headers,
-                           Py_ssize_t size, list partitions, on_done,
+                           Py_ssize_t size, list partitions, on_done, delivery,
                            Py_ssize_t *index):
         cdef bint sticky = partition is None and key is None
         cdef BatchCore batch
@@ -126,6 +152,8 @@ cdef class AccumulatorCore:
             self.queued_bytes += size
             if on_done is not None:
                 batch.callbacks.append((index[0], on_done))
+            if delivery is not None:
+                batch.deliveries.append((index[0], delivery))
         finally:
             self._release()
         return batch
@@ -141,8 +169,7 @@ cdef inline object _record_bytes(object v, object producer, str what):
 
 cdef class ProducerCore:
     """``send()`` (``Producer`` adds the rest). Subclasses provide ``_partitions(topic)``,
-    ``_as_bytes(v, what)``, ``_header_pairs(headers)`` -> (pairs, bytes) and
-    ``_on_done(on_delivery)``."""
+    ``_as_bytes(v, what)`` and ``_header_pairs(headers)`` -> (pairs, bytes)."""
 
     cdef public object _txn, _cluster, _parts_cache
     cdef public AccumulatorCore _accumulator
@@ -183,9 +210,8 @@ cdef class ProducerCore:
         if partition is not None and partition not in partitions:
             raise ValueError(f"topic {topic!r} has no partition {partition} "
                              f"(it has {len(partitions)})")
-        on_done = None if on_delivery is None else self._on_done(on_delivery)
-        batch = acc._append(topic, partition, k, v, ts, pairs, size, partitions, on_done,
-                            &index)
+        batch = acc._append(topic, partition, k, v, ts, pairs, size, partitions, None,
+                            on_delivery, &index)
         future = FutureCore.__new__(acc.future_type)
         future._batch = batch
         future._index = index

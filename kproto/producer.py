@@ -37,7 +37,6 @@ Cython straight from the Arrow buffers, and queues them for the sender thread.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -70,7 +69,7 @@ from .producer_state import IdempotenceState
 from .producer_txn import TransactionManager
 from .records.batch import HEADER_SIZE as _BATCH_OVERHEAD
 from .records.batch import stamp_batch as stamp_batch  # moved there; importable here too
-from .structs import ConsumerGroupMetadata, OffsetAndMetadata
+from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata
 from .transactions import PreparedTransaction
 
 if TYPE_CHECKING:       # the twins' fields and signatures are the Cython classes'
@@ -83,17 +82,6 @@ __all__ = ["Producer", "RecordMetadata", "BatchMetadata", "RecordFuture", "Batch
 
 log = logging.getLogger("kproto.producer")
 
-
-
-class RecordMetadata(NamedTuple):
-    """Where a record was written."""
-
-    topic: str
-    partition: int
-    #: -1 with ``acks=0`` (no answer) and for a duplicate the broker had already written.
-    offset: int
-    #: The record's timestamp (the broker's time for LogAppendTime topics), ms.
-    timestamp: int
 
 
 class BatchMetadata(NamedTuple):
@@ -109,11 +97,6 @@ def _metadata(batch: ProducerBatch, index: int) -> RecordMetadata:
     offset = -1 if batch.base_offset < 0 else batch.base_offset + index
     ts = batch.log_append_time if batch.log_append_time >= 0 else batch.timestamp(index)
     return RecordMetadata(batch.topic, batch.partition, offset, ts)
-
-
-def _deliver(on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any],
-             batch: ProducerBatch, index: int) -> None:
-    on_delivery(batch.error, None if batch.error else _metadata(batch, index))
 
 
 class RecordFuture(_FutureCore):
@@ -459,11 +442,6 @@ class Producer(_ProducerCore):
         items = headers.items() if isinstance(headers, Mapping) else headers
         pairs = [(hk, _as_bytes(hv, "header value")) for hk, hv in items]
         return pairs, sum(len(hk) + (len(hv) if hv else 0) + 4 for hk, hv in pairs)
-
-    @staticmethod
-    def _on_done(on_delivery: Callable[[BaseException | None, RecordMetadata | None], Any]
-                 ) -> Callable[[ProducerBatch, int], Any]:
-        return functools.partial(_deliver, on_delivery)
 
     def _partitions(self, topic: str) -> list[int]:
         meta = self._cluster.metadata

@@ -42,11 +42,13 @@ from .errors import IllegalStateError, KafkaTimeoutError
 from .partitioner import StickyPartitioner
 from .records.batch import HEADER_SIZE as BATCH_OVERHEAD
 from .records.batch import RECORD_OVERHEAD
+from .structs import RecordMetadata
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "RECORD_OVERHEAD",
            "leaves", "wait_done", "row_sizes", "chunks"]
 
 _RecordsBuilder = backend.RecordsBuilder
+_deliver = backend.deliver
 if TYPE_CHECKING:       # the twins' fields and signatures are the Cython classes'
     from ._pure.accum import AccumulatorCore as _AccumulatorCore
     from ._pure.accum import BatchCore as _BatchCore
@@ -92,6 +94,8 @@ class ProducerBatch(_BatchCore):
         self.event = threading.Event()
         #: (record index, fn): fn(index) runs once the batch is done
         self.callbacks: list[tuple[int, Callable[[ProducerBatch, int], Any]]] = []
+        #: (record index, on_delivery) of send(): on_delivery(error, metadata), in C
+        self.deliveries: list[tuple[int, Any]] = []
         self.done = False
         self.split_into: list[ProducerBatch] = []
 
@@ -104,7 +108,10 @@ class ProducerBatch(_BatchCore):
         with _CALLBACK_LOCK:      # (a callback added now either runs here or at once)
             self.done = True
             callbacks, self.callbacks = self.callbacks, []
+            deliveries, self.deliveries = self.deliveries, []
         self.event.set()
+        if deliveries:
+            _deliver(self, deliveries, error, RecordMetadata)
         for index, fn in callbacks:
             try:
                 fn(self, index)     # (this batch: the one that carried the record)
@@ -437,12 +444,12 @@ class RecordAccumulator(_AccumulatorCore):
             self._charge(parts[0], charged * parts[0].count // b.count)
             self._charge(parts[1], charged - parts[0].charged)
             with _CALLBACK_LOCK:
-                for index, fn in b.callbacks:
-                    leaf, i = parts[0], index
-                    if i >= leaf.count:
-                        leaf, i = parts[1], i - leaf.count
-                    leaf.callbacks.append((i, fn))
-                b.callbacks = []
+                for attr in ("callbacks", "deliveries"):     # each to the part of its record
+                    for index, fn in getattr(b, attr):
+                        leaf, i = (parts[0], index) if index < parts[0].count else \
+                            (parts[1], index - parts[0].count)
+                        getattr(leaf, attr).append((i, fn))
+                b.callbacks, b.deliveries = [], []
                 b.split_into = parts
             self.incomplete.discard(b)
             self.incomplete.update(parts)

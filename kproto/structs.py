@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["TopicPartition", "OffsetAndTimestamp", "OffsetAndMetadata",
+__all__ = ["TopicPartition", "OffsetAndTimestamp", "OffsetAndMetadata", "RecordMetadata",
            "ConsumerGroupMetadata", "EARLIEST", "LATEST", "NO_TOPIC_ID",
            "SubscriptionState", "as_tp", "topic_id_of", "topic_of"]
 
@@ -39,6 +39,17 @@ class OffsetAndTimestamp(NamedTuple):
     """What ``offsets_for_times`` finds: the first offset at or after a time."""
 
     offset: int
+    timestamp: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record was written."""
+
+    topic: str
+    partition: int
+    #: -1 with ``acks=0`` (no answer) and for a duplicate the broker had already written.
+    offset: int
+    #: The record's timestamp (the broker's time for LogAppendTime topics), ms.
     timestamp: int
 
 

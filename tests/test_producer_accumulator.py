@@ -355,6 +355,62 @@ def test_add_callback_on_a_done_batch_says_so() -> None:
     assert not b.add_callback(i, lambda _b, i: ran.append(i)) and ran == [0]
 
 
+def test_on_delivery_gets_each_records_metadata_or_the_error(caplog: Any) -> None:
+    acc = _acc(linger_ms=LONG)
+    seen: list[Any] = []
+
+    def boom(err: Any, meta: Any) -> None:
+        raise RuntimeError("user code")
+
+    def record(i: int) -> Any:
+        return lambda err, meta: seen.append((i, err, meta))
+
+    fns = [record(0), boom, record(2)]
+    for i, fn in enumerate(fns):
+        b, index = acc.append("t", 1, None, b"v%d" % i, 1_700_000_000_000 + i, None,
+                              RECORD_OVERHEAD + 2, PARTITIONS, None, fn)
+        assert index == i
+    acc.begin_flush()
+    assert _drain(acc) == [b]
+    with caplog.at_level("ERROR", logger="kproto.producer"):
+        _done(acc, b, base_offset=40)
+    assert seen == [(0, None, RecordMetadata("t", 1, 40, 1_700_000_000_000)),
+                    (2, None, RecordMetadata("t", 1, 42, 1_700_000_000_002))]
+    assert type(seen[0][2]) is RecordMetadata
+    assert "delivery callback raised" in caplog.text     # logged; the others still ran
+
+    seen.clear()
+    b2, _ = acc.append("t", 1, None, b"w", 5, None, RECORD_OVERHEAD + 1, PARTITIONS, None,
+                       record(0))
+    assert b2 is not b and _drain(acc) == [b2]
+    error = KafkaConnectionError("gone")
+    assert acc.deallocate(b2)
+    b2.finish(-1, -1, error)
+    assert seen == [(0, error, None)]
+
+    seen.clear()                                    # a LogAppendTime topic: the broker's time
+    b3, _ = acc.append("t", 1, None, b"z", 5, None, RECORD_OVERHEAD + 1, PARTITIONS, None,
+                       record(0))
+    assert _drain(acc) == [b3] and acc.deallocate(b3)
+    b3.finish(7, 1_800_000_000_000, None)
+    assert seen == [(0, None, RecordMetadata("t", 1, 7, 1_800_000_000_000))]
+
+
+def test_a_split_moves_each_on_delivery_to_the_part_of_its_record() -> None:
+    acc = _acc(linger_ms=LONG)
+    seen: dict[int, Any] = {}
+    for i in range(5):
+        b, _ = acc.append("t", 0, None, b"%d" % i, 1_000 + i, None, RECORD_OVERHEAD + 1,
+                          PARTITIONS, None, lambda err, meta, i=i: seen.__setitem__(i, meta))
+    acc.begin_flush()
+    (b,) = _drain(acc)
+    parts = acc.split(b)
+    _done(acc, parts[0], base_offset=100)
+    _done(acc, parts[1], base_offset=200)
+    assert {i: (m.offset, m.timestamp) for i, m in seen.items()} == {
+        0: (100, 1_000), 1: (101, 1_001), 2: (200, 1_002), 3: (201, 1_003), 4: (202, 1_004)}
+
+
 # --------------------------------------------------------------------------- encoding
 
 

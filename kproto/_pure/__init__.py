@@ -6,7 +6,7 @@ results, same exceptions.
 
 from __future__ import annotations
 
-from .accum import AccumulatorCore, BatchCore, FutureCore, ProducerCore
+from .accum import AccumulatorCore, BatchCore, FutureCore, ProducerCore, deliver
 from .builder import RecordsBuilder
 from .crc import crc32, crc32c, crc32c_software
 from .encode import encode_batch_v2, murmur2, murmur2_partitions
@@ -37,6 +37,6 @@ __all__ = [
     "encode_uvarint", "encode_varint", "encode_varlong", "size_of_uvarint", "size_of_varint",
     "size_of_varlong", "zigzag_decode", "zigzag_encode", "decode_records", "encode_batch_v2",
     "murmur2", "murmur2_partitions", "record_rows", "RecordsBuilder",
-    "AccumulatorCore", "BatchCore", "FutureCore", "ProducerCore",
+    "AccumulatorCore", "BatchCore", "FutureCore", "ProducerCore", "deliver",
     "HAVE_SSE42", "HAVE_ARM_CRC32", "HAVE_VPCLMULQDQ",
 ]

@@ -4,6 +4,7 @@ fields, same behaviour, readable: the oracle the Cython classes are tested again
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -23,7 +24,7 @@ class BatchCore:
     __slots__ = ("topic", "partition", "records", "created", "payload", "table", "sequence",
                  "producer_id", "producer_epoch", "sequence_reset", "stamped", "attempts",
                  "next_try", "base_offset", "log_append_time", "error", "event", "callbacks",
-                 "done", "split_into", "size", "charged", "count")
+                 "done", "split_into", "deliveries", "size", "charged", "count")
     topic: str
     partition: int
     records: Any
@@ -44,9 +45,33 @@ class BatchCore:
     callbacks: list[tuple[int, Any]]
     done: bool
     split_into: list[Any]
+    deliveries: list[tuple[int, Any]]
     size: int
     charged: int
     count: int
+
+
+_log = logging.getLogger("kproto.producer")
+
+
+def deliver(batch: BatchCore, items: list[tuple[int, Any]], error: BaseException | None,
+            md_type: Any) -> None:
+    """Run send()'s ``on_delivery`` callbacks of a batch that is done: ``items`` is its
+    ``(index, fn)`` list; each ``fn(error, None)``, or ``fn(None, md_type(topic,
+    partition, offset, timestamp))``. A callback that raises is logged, not raised."""
+    records = batch.records
+    for index, fn in items:
+        md = None
+        if error is None:
+            md = md_type(batch.topic, batch.partition,
+                         -1 if batch.base_offset < 0 else batch.base_offset + index,
+                         batch.log_append_time if batch.log_append_time >= 0 else
+                         records.timestamp(index) if records is not None
+                         and index < records.count else -1)
+        try:
+            fn(error, md)
+        except Exception:       # a user callback must not kill the sender
+            _log.exception("delivery callback raised")
 
 
 class FutureCore:
@@ -84,14 +109,16 @@ class AccumulatorCore:
 
     def append(self, topic: str, partition: int | None, key: bytes | None,
                value: bytes | None, timestamp: int, headers: Any, size: int,
-               partitions: list[int], on_done: Any = None) -> tuple[Any, int]:
+               partitions: list[int], on_done: Any = None, delivery: Any = None
+               ) -> tuple[Any, int]:
         """Add a record of about ``size`` bytes to its partition's open batch (a new
         one once that is full); returns the batch and the record's index in it.
 
         ``partition`` None: sticky for a null key (KIP-480: the partitioner moves
         on when the sticky partition's batch is full), else murmur2 of ``key``
         over ``partitions``. ``on_done(batch, index)`` runs once the record is
-        written or failed. Blocks while ``buffer_memory`` is full.
+        written or failed; ``delivery(error, metadata)`` likewise (send()'s
+        ``on_delivery``). Blocks while ``buffer_memory`` is full.
         """
         sticky = partition is None and key is None
         with self.lock:
@@ -126,6 +153,8 @@ class AccumulatorCore:
             self.queued_bytes += size
             if on_done is not None:
                 batch.callbacks.append((index, on_done))
+            if delivery is not None:
+                batch.deliveries.append((index, delivery))
         return batch, index
 
 
@@ -139,8 +168,7 @@ def _record_bytes(v: Any, producer: Any, what: str) -> bytes | None:
 
 class ProducerCore:
     """``send()`` (``Producer`` adds the rest). Subclasses provide ``_partitions(topic)``,
-    ``_as_bytes(v, what)``, ``_header_pairs(headers)`` -> (pairs, bytes) and
-    ``_on_done(on_delivery)``."""
+    ``_as_bytes(v, what)`` and ``_header_pairs(headers)`` -> (pairs, bytes)."""
 
     _txn: Any
     _cluster: Any
@@ -149,7 +177,6 @@ class ProducerCore:
     _max_request_size: int
     _partitions: Any
     _header_pairs: Any
-    _on_done: Any
 
     def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
              partition: int | None = None, timestamp: int | None = None,
@@ -183,9 +210,9 @@ class ProducerCore:
         if partition is not None and partition not in partitions:
             raise ValueError(f"topic {topic!r} has no partition {partition} "
                              f"(it has {len(partitions)})")
-        on_done = None if on_delivery is None else self._on_done(on_delivery)
         acc = self._accumulator
-        batch, index = acc.append(topic, partition, k, v, ts, pairs, size, partitions, on_done)
+        batch, index = acc.append(topic, partition, k, v, ts, pairs, size, partitions, None,
+                                  on_delivery)
         future = acc.future_type.__new__(acc.future_type)
         FutureCore.__init__(future, batch, index)
         return future
