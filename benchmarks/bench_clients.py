@@ -411,17 +411,30 @@ def kproto_send_batch(clock: Clock, broker: str, codec: str, data: pa.Table) -> 
 
 
 def kproto_send(clock: Clock, broker: str, codec: str,
-                payloads: tuple[list[bytes], list[bytes]], **settings: Any) -> None:
+                payloads: tuple[list[bytes], list[bytes]], callback: bool = False,
+                **settings: Any) -> None:
+    """send() a record at a time; with ``callback``, an on_delivery callback each that
+    counts the records written."""
     p = kproto.Producer(bootstrap_servers=broker, compression_type=codec, linger_ms=5,
                         **settings)
     topic, send, future = _topic("kproto-send"), p.send, None
     keys, values = payloads
-    for k, v in zip(keys, values, strict=True):
-        future = send(topic, v, k)
+    written: list[int] = []
+    if callback:
+        def delivered(err: Any, meta: Any) -> None:
+            if err is None:
+                written.append(meta.offset)
+
+        for k, v in zip(keys, values, strict=True):
+            future = send(topic, v, k, on_delivery=delivered)
+    else:
+        for k, v in zip(keys, values, strict=True):
+            future = send(topic, v, k)
     p.flush(timeout=TIMEOUT)
     assert future is not None
     future.result(timeout=0)          # raises if the last record failed
     clock.stop(len(keys))
+    assert not callback or len(written) == len(keys)
     p.close()
 
 
@@ -432,12 +445,22 @@ CONFLUENT_PRODUCER_TUNED = {"batch.size": 4_000_000, "queue.buffering.max.messag
 
 
 def confluent_produce(clock: Clock, broker: str, codec: str,
-                      payloads: tuple[list[bytes], list[bytes]], extra: dict[str, Any]) -> None:
+                      payloads: tuple[list[bytes], list[bytes]], extra: dict[str, Any],
+                      callback: bool = False) -> None:
+    """produce() a record at a time; with ``callback``, an on_delivery callback each that
+    counts the records written (else only errors are reported)."""
     errors: list[Any] = []
+    written: list[int] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            written.append(msg.offset())
+        else:
+            errors.append(err)
+
     p = confluent_kafka.Producer({
         "bootstrap.servers": broker, "linger.ms": 5, "compression.type": codec,
-        "delivery.report.only.error": True,
-        "on_delivery": lambda err, msg: errors.append(err), **extra})
+        "delivery.report.only.error": not callback, "on_delivery": delivered, **extra})
     topic, produce = _topic("confluent"), p.produce
     keys, values = payloads
     for k, v in zip(keys, values, strict=True):
@@ -454,6 +477,7 @@ def confluent_produce(clock: Clock, broker: str, codec: str,
     left = p.flush(TIMEOUT)
     assert left == 0 and not errors, f"confluent-kafka: {left} unsent, errors {errors[:3]}"
     clock.stop(len(keys))
+    assert not callback or len(written) == len(keys)
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -482,6 +506,22 @@ def test_produce_confluent_tuned(benchmark: Any, broker: str, payloads: Any,
     benchmark.group = f"produce {codec}"
     run_rounds(benchmark, lambda clock: confluent_produce(
         clock, broker, codec, payloads, CONFLUENT_PRODUCER_TUNED))
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_produce_kproto_send_callback(benchmark: Any, broker: str, payloads: Any,
+                                      codec: str) -> None:
+    benchmark.group = f"produce {codec}"
+    run_rounds(benchmark, lambda clock: kproto_send(clock, broker, codec, payloads,
+                                                    callback=True))
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_produce_confluent_tuned_callback(benchmark: Any, broker: str, payloads: Any,
+                                          codec: str) -> None:
+    benchmark.group = f"produce {codec}"
+    run_rounds(benchmark, lambda clock: confluent_produce(
+        clock, broker, codec, payloads, CONFLUENT_PRODUCER_TUNED, callback=True))
 
 
 # ---------------------------------------------------------------- the markdown table
@@ -534,19 +574,22 @@ def tables(path: str) -> str:
                 vs_aio = f"{rate(i) / rate(aio):.2f}×" if aio else "-"
                 out.append(f"| {codec} | {client} | {rate(i) / 1e6:.2f} M/s | {cpu} | "
                            f"{cpu_ratio} | {first} | {batch} | {vs_ref} | {vs_aio} |")
-    producers = ["kproto_send_batch", "kproto_send", "confluent_default", "confluent_tuned"]
+    producers = ["kproto_send_batch", "kproto_send", "confluent_default", "confluent_tuned",
+                 "kproto_send_callback", "confluent_tuned_callback"]
     if any(k[0] == "produce" for k in got):
         n = max(i["records"] for k, i in got.items() if k[0] == "produce")
         out += ["", f"### Produce {n:,} records (fresh topic each round, acks=all, linger 5 ms)\n",
                 "| codec | client | records/s | MB/s | CPU s | rate ÷ confluent tuned "
-                "| rate ÷ confluent default |", "|---|---|---|---|---|---|---|"]
+                "(callback rows: ÷ confluent tuned with callbacks) | rate ÷ confluent default |",
+                "|---|---|---|---|---|---|---|"]
         for codec in CODECS:
-            ref = got.get(("produce", codec, "confluent_tuned"))
             dflt = got.get(("produce", codec, "confluent_default"))
             for client in producers:
                 i = got.get(("produce", codec, client))
                 if i is None:
                     continue
+                ref = got.get(("produce", codec, "confluent_tuned_callback"
+                               if client.endswith("_callback") else "confluent_tuned"))
                 r = rate(i)
                 out.append(f"| {codec} | {client} | {r / 1e6:.2f} M/s | "
                            f"{i['bytes'] / i['wall'] / 1e6:.0f} | {i['cpu']:.2f} | "
