@@ -6,7 +6,15 @@ results, same exceptions.
 
 from __future__ import annotations
 
-from .accum import AccumulatorCore, BatchCore, FutureCore, ProducerCore, deliver
+from .accum import (
+    SEND_BATCH_OVERHEAD,
+    SEND_RECORD_OVERHEAD,
+    AccumulatorCore,
+    BatchCore,
+    FutureCore,
+    ProducerCore,
+    deliver,
+)
 from .builder import RecordsBuilder
 from .crc import crc32, crc32c, crc32c_software
 from .encode import encode_batch_v2, murmur2, murmur2_partitions
@@ -38,5 +46,6 @@ __all__ = [
     "size_of_varlong", "zigzag_decode", "zigzag_encode", "decode_records", "encode_batch_v2",
     "murmur2", "murmur2_partitions", "record_rows", "RecordsBuilder",
     "AccumulatorCore", "BatchCore", "FutureCore", "ProducerCore", "deliver",
+    "SEND_BATCH_OVERHEAD", "SEND_RECORD_OVERHEAD",
     "HAVE_SSE42", "HAVE_ARM_CRC32", "HAVE_VPCLMULQDQ",
 ]
