@@ -168,3 +168,78 @@ def test_recursive_avro_needs_recursive_field_max_depth(spark, tansu):
         assert got == [{"label": "a", "children": [{"label": "b"}, {"label": "d"}],
                         "next": {"label": "n"}},
                        {"label": "z", "children": [], "next": None}]
+
+
+def test_protobuf_read_typed_write_back_read_again(spark, tansu):
+    """Confluent-framed Protobuf (confluent-kafka's ProtobufSerializer: message indexes, a
+    well-known Timestamp import) read as a typed DataFrame through the test registry
+    (valueSchema names the message of the file), written back by the sink with the
+    subject's schema (ProtobufDeserializer reads it), and read again."""
+    import decimal
+
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.schema_registry.protobuf import (
+        ProtobufDeserializer,
+        ProtobufSerializer,
+    )
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from kproto import Consumer
+
+    from .test_formats import _order_type
+
+    order_cls = _order_type()
+    orders = []
+    for i in range(40):
+        order = order_cls(id=i - 20, customer=f"Zoë-{i}", tags=[f"t{j}" for j in range(i % 3)],
+                          status=i % 2, big=2**64 - 1 - i, raw=bytes([i, 255]))
+        if i % 4:
+            order.at.seconds, order.at.nanos = 1_700_000_000 + i, 1000 * i
+        order.counts["n"] = i
+        order.lines.add(sku=f"s{i}")
+        orders.append(order)
+    with SchemaRegistryServer() as registry:
+        with Confluent({"url": registry.url}) as client:
+            serialize = ProtobufSerializer(order_cls, client, {"use.deprecated.format": False})
+            context = SerializationContext("orders-proto", MessageField.VALUE)
+            values = [serialize(o, context) for o in orders]
+        with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+            admin.create_topics({"orders-proto": 2, "orders-proto-copy": 1}, exist_ok=True)
+        with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+            producer.send_batch("orders-proto", pa.table({"value": values})).result(30)
+        reader = (spark.read.format("kproto").option("kafka.bootstrap.servers", tansu.bootstrap)
+                  .option("subscribe", "orders-proto").option("valueFormat", "protobuf")
+                  .option("schema.registry.url", registry.url))
+        with pytest.raises(Exception, match=r"several messages \(shop.Other, shop.Order\)"):
+            reader.load()                 # which message of the file: valueSchema names it
+        df = reader.option("valueSchema", "shop.Order").load()
+        assert df.schema["value"].dataType.simpleString() == (
+            "struct<id:bigint,customer:string,tags:array<string>,status:string,"
+            "at:struct<seconds:bigint,nanos:int>,counts:map<string,int>,"
+            "lines:array<struct<sku:string>>,big:decimal(20,0),raw:binary>")
+        got = sorted((r.value.asDict(recursive=True) for r in df.select("value").collect()),
+                     key=lambda v: v["id"])
+        # the sink frames with the subject's schema (valueSubject) and its message
+        (df.select("value").write.format("kproto")
+         .option("kafka.bootstrap.servers", tansu.bootstrap)
+         .option("topic", "orders-proto-copy").option("valueFormat", "protobuf")
+         .option("valueSubject", "orders-proto-value").option("valueSchema", "shop.Order")
+         .option("schema.registry.url", registry.url).mode("append").save())
+        again = (spark.read.format("kproto").option("kafka.bootstrap.servers", tansu.bootstrap)
+                 .option("subscribe", "orders-proto-copy").option("valueFormat", "protobuf")
+                 .option("valueSubject", "orders-proto-value")
+                 .option("valueSchema", "shop.Order")
+                 .option("schema.registry.url", registry.url).load())
+        back = sorted((r.value.asDict(recursive=True) for r in again.select("value").collect()),
+                      key=lambda v: v["id"])
+        with Consumer(bootstrap_servers=tansu.bootstrap) as consumer:
+            copied = consumer.read_range("orders-proto-copy").column("value").to_pylist()
+    deserialize = ProtobufDeserializer(order_cls, {"use.deprecated.format": False})
+    assert sorted((deserialize(v, context) for v in copied), key=lambda o: o.id) == orders
+    assert back == got
+    expected = [{"id": o.id, "customer": o.customer, "tags": list(o.tags),
+                 "status": ["NEW", "PAID"][o.status],
+                 "at": {"seconds": o.at.seconds, "nanos": o.at.nanos} if o.HasField("at")
+                 else None, "counts": dict(o.counts), "lines": [{"sku": o.lines[0].sku}],
+                 "big": decimal.Decimal(o.big), "raw": bytearray(o.raw)} for o in orders]
+    assert got == expected

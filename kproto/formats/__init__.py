@@ -110,13 +110,19 @@ def reader_type(format: str, *, schema: Any = None, registry: Any = None,
     the registry (what a Spark DataFrame's schema is planned from)."""
     format = _check_format(format)
     client = as_client(registry)
-    if schema is None:
+    named = format == "protobuf" and isinstance(schema, str)     # a message of the subject's
+    if schema is None or named:
         if client is None or subject is None:
             raise ConfigError(f"the type of {format} values needs a schema, or a registry and "
                               "a subject")
         latest = client.get_latest(subject, format="serialized" if format == "protobuf"
                                    else None)
-        schema = _registered(latest, format, client)
+        found = _registered(latest, format, client)
+        if format == "protobuf":
+            from . import protobuf
+
+            found = protobuf.message_in(found, schema)
+        schema = found
     if format == "avro":
         from . import avro
 
@@ -152,12 +158,23 @@ def encode(array: Any, format: str, *, schema: Any = None, registry: Any = None,
     if format == "protobuf":
         from . import protobuf
 
-        if schema is None:
-            raise ConfigError("encoding protobuf needs the message class (schema=)")
-        descriptor = protobuf.message_descriptor(schema)
+        schema_id = None
+        if client is not None and (schema is None or isinstance(schema, str)):
+            # a message (by name, or the only one) of the subject's latest schema, framed
+            # with that schema's id: nothing registered
+            assert subject is not None
+            latest = client.get_latest(subject, format="serialized")
+            descriptor = protobuf.message_in(_registered(latest, format, client), schema)
+            schema_id = latest.schema_id
+        elif schema is None or isinstance(schema, str):
+            raise ConfigError("encoding protobuf needs the message class (schema=), or a "
+                              "registry subject whose schema holds the message")
+        else:
+            descriptor = protobuf.message_descriptor(schema)
         if client is not None:
             assert subject is not None
-            schema_id = protobuf.register(client, subject, descriptor, auto_register)
+            if schema_id is None:
+                schema_id = protobuf.register(client, subject, descriptor, auto_register)
             prefix = _wire.header(schema_id) + _wire.encode_message_indexes(
                 protobuf.indexes_of(descriptor))
         return protobuf.encode(array, descriptor, prefix=prefix)
@@ -260,7 +277,15 @@ def _decode_framed(column: pa.Array, format: str, client: SchemaRegistryClient,
                       else f"schema id {schema_id}: {exc}")
             bad.update(dict.fromkeys(rows.tolist(), reason))
             ids[rows] = -1
-    if reader is None and subject is not None:
+    if format == "protobuf" and isinstance(reader, str):   # a message name: of which file
+        from . import protobuf
+
+        latest = client.get_latest(subject, format="serialized") if subject is not None \
+            else None
+        file = _registered(latest, format, client) if latest is not None \
+            else writers[max(writers)] if writers else None
+        reader = None if file is None else protobuf.message_in(file, reader)
+    elif reader is None and subject is not None:
         latest = client.get_latest(subject, format="serialized" if format == "protobuf"
                                    else None)
         reader = _registered(latest, format, client)

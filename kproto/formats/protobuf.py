@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import decimal
+import importlib
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import FormatError, SchemaError
+from ..errors import EncodeError, FormatError, SchemaError
 from ..schema_registry import RegisteredSchema, SchemaReference, SchemaRegistryClient
 from . import _wire
 
@@ -232,6 +234,25 @@ def _message_at(file: Any, indexes: tuple[int, ...]) -> Any:
     return found
 
 
+def message_in(file: Any, name: str | None = None) -> Any:
+    """The message type ``name`` (its full name, or a top-level message's own name) of a
+    registered schema's file; without a name, the file's only top-level message."""
+    top = list(file.message_types_by_name.values())
+    if name is None:
+        if len(top) == 1:
+            return top[0]
+        raise SchemaError(f"protobuf schema {file.name} holds several messages "
+                          f"({', '.join(m.full_name for m in top)}): name the one to read")
+    stack = list(top)
+    while stack:
+        message = stack.pop()
+        if name in (message.full_name, message.name if message in top else None):
+            return message
+        stack += list(message.nested_types)
+    raise SchemaError(f"protobuf schema {file.name} has no message {name!r} (its messages: "
+                      f"{', '.join(m.full_name for m in top)})")
+
+
 def indexes_of(descriptor: Any) -> tuple[int, ...]:
     """Confluent's message indexes of a message type within its file."""
     path = []
@@ -324,7 +345,7 @@ def from_registry(found: RegisteredSchema, client: SchemaRegistryClient) -> Any:
         proto = _file_proto(schema.schema, descriptor_pb2)
         for dependency in proto.dependency:
             if dependency not in added:
-                known = descriptor_pool.Default().FindFileByName(dependency)
+                known = _well_known(dependency, descriptor_pool)
                 known_proto = descriptor_pb2.FileDescriptorProto()
                 known.CopyToProto(known_proto)
                 pool.Add(known_proto)
@@ -338,6 +359,24 @@ def from_registry(found: RegisteredSchema, client: SchemaRegistryClient) -> Any:
     except KeyError as exc:
         raise SchemaError(f"protobuf schema {found.schema_id}: unresolved import {exc}") \
             from None
+
+
+def _well_known(name: str, descriptor_pool: Any) -> Any:
+    """A file of the runtime's own pool (google/protobuf/timestamp.proto...), its module
+    imported first if nothing has yet (a fresh process, a Spark executor); KeyError when
+    it is not one of the runtime's."""
+    pool = descriptor_pool.Default()
+    try:
+        return pool.FindFileByName(name)
+    except KeyError:
+        if not (name.startswith("google/protobuf/") and name.endswith(".proto")):
+            raise
+    module = "google.protobuf." + name[16:-6].replace("/", ".") + "_pb2"
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise KeyError(name) from None
+    return pool.FindFileByName(name)
 
 
 def _file_proto(text: str, descriptor_pb2: Any) -> Any:
@@ -413,6 +452,8 @@ def _scalar_in(field: Any, value: Any) -> Any:
     if field.type == field.TYPE_ENUM and isinstance(value, str):
         known = field.enum_type.values_by_name.get(value)
         return known.number if known is not None else int(value)
+    if isinstance(value, decimal.Decimal) and value == value.to_integral_value():
+        return int(value)       # uint64 as Spark holds it (decimal(20,0))
     return value
 
 
@@ -420,11 +461,14 @@ def encode(array: pa.Array, descriptor: Any, *, prefix: bytes = b"") -> pa.Binar
     """One serialized message per row (null rows stay null), each after ``prefix``."""
     cls = _runtime()[2].GetMessageClass(descriptor)
     out: list[bytes | None] = []
-    for row in array.to_pylist():
+    for i, row in enumerate(array.to_pylist()):
         if row is None:
             out.append(None)
             continue
         message = cls()
-        _fill(message, descriptor, row)
+        try:
+            _fill(message, descriptor, row)
+        except (TypeError, ValueError) as exc:
+            raise EncodeError(f"row {i}: does not fit {descriptor.full_name}: {exc}") from None
         out.append(prefix + message.SerializeToString())
     return pa.array(out, pa.binary())

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import formats
-from ..errors import ConfigError
+from ..errors import ConfigError, SchemaError
 from ..schema_registry import SchemaRegistryClient
 from .options import _option
 
@@ -200,7 +200,7 @@ def read_formats(options: Mapping[str, str]) -> tuple[ColumnFormat, ...]:
         fmt = fmt.strip().lower()
         schema = _inline(_option(options, f"{column}Schema"))
         subject = _option(options, f"{column}Subject")
-        if schema is None and subject is None:
+        if subject is None and (schema is None or fmt == "protobuf"):   # (protobuf: a name)
             topics = [t.strip() for t in (_option(options, "subscribe") or "").split(",")
                       if t.strip()]
             if client is None or len(topics) != 1:
@@ -221,8 +221,14 @@ def read_formats(options: Mapping[str, str]) -> tuple[ColumnFormat, ...]:
         reader = None
         if fmt == "avro":
             reader = _unrolled(schema if latest is None else latest.schema, depth, column)
-        arrow = formats.reader_type(fmt, schema=schema if reader is None else reader,
-                                    registry=client, subject=subject)
+        try:
+            arrow = formats.reader_type(fmt, schema=schema if reader is None else reader,
+                                        registry=client, subject=subject)
+        except SchemaError as exc:
+            if fmt != "protobuf":
+                raise
+            raise ConfigError(f"option {column}Format=protobuf: {exc} (option {column}Schema: "
+                              "the message's full name)") from None
         out.append(ColumnFormat(column, fmt, client, schema, subject, arrow,
                                 spark_type(arrow), errors, reader))
     return tuple(out)
