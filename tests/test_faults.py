@@ -68,19 +68,24 @@ class Chaos(threading.Thread):
 @single_node
 def test_consumer_exactly_once_in_order_across_connection_resets(proxy, unique_topic):
     """Five rounds of: produce 8000 records, then read them while responses are cut
-    mid-way (once per round, at a different byte) and connections reset every 0.3 s."""
+    mid-way (once per round, at a different byte) and connections reset every 0.3 s.
+    The cut is armed before the round's records are written: the consumer's Fetch
+    waiting at the log end carries them through the proxy as soon as they land (armed
+    after, a loaded machine let whole rounds pass uncut). The producer is idempotent,
+    so a cut that lands on its answer cannot write a batch twice."""
     got: list[int] = []
     with Consumer(bootstrap_servers=proxy.address, auto_offset_reset="earliest",
                   request_timeout_ms=5000) as c, Producer(bootstrap_servers=proxy.address,
-                                                          max_request_size=16384) as p:
+                                                          max_request_size=16384,
+                                                          enable_idempotence=True) as p:
         c.assign([(unique_topic, 0)])
         proxy.delay = 0.002        # resets land mid-response, not only between requests
         with Chaos(proxy, 0.3) as chaos:
             for round_ in range(5):
-                with chaos.paused:    # a plain producer's retry may write a batch twice
+                proxy.cut_after(3000 + 20011 * round_)
+                with chaos.paused:    # (resets while writing only slow the test down)
                     p.send_batch(unique_topic, _values(8000, 8000 * round_),
                                  partition=0).result(30)
-                proxy.cut_after(3000 + 20011 * round_)
                 deadline = time.monotonic() + 60
                 while len(got) < 8000 * (round_ + 1) and time.monotonic() < deadline:
                     got += _seq(c.poll_batch(200))
