@@ -61,7 +61,6 @@ from .producer_accumulator import (
     RecordAccumulator,
     chunks,
     leaves,
-    row_sizes,
     wait_done,
 )
 from .producer_sender import Sender
@@ -283,32 +282,40 @@ class Producer(_ProducerCore):
         if "key" in names and (parts < 0).any():
             keyed = partitions_for_keys(data.column("key"), len(partitions))
             parts = np.where(parts < 0, keyed, parts).astype(np.int32)
-        bad = parts[(parts >= 0) & ~np.isin(parts, partitions)]
-        if bad.size:
-            raise ValueError(f"topic {topic!r} has no partition {int(bad[0])}")
+        top = int(parts.max())
+        if top >= len(partitions) or (top >= 0 and partitions != list(range(len(partitions)))):
+            bad = parts[(parts >= 0) & ~np.isin(parts, partitions)]
+            if bad.size:
+                raise ValueError(f"topic {topic!r} has no partition {int(bad[0])}")
         acc = self._accumulator
-        sizes = row_sizes(data)
-        if (parts < 0).any():
-            acc.assign_sticky(topic, parts, sizes, partitions)
         keep = [c for c in ("key", "value", "timestamp", "headers") if c in names]
         table = data.select(keep)
+        # the rows are encoded where they are (records.Rows: no copy of a partition's
+        # rows first; the columns prepared for the encoder once a call)
+        selected = records.Rows(table)
+        sizes = selected.sizes()
+        if (parts < 0).any():
+            acc.assign_sticky(topic, parts, sizes, partitions)
         # rows by partition, in call order within each (a radix sort on 16 bits)
         order = np.argsort(parts.astype(np.int16) if parts.max() < 1 << 15 else parts,
                            kind="stable")
         sorted_parts = parts[order]
-        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+        starts = np.flatnonzero(np.diff(sorted_parts)) + 1
+        if starts.size:     # all rows to one partition: the table as it is
+            selected = selected.take(order)
+            sizes = sizes[order]
+        starts = np.concatenate(([0], starts))
+        totals = np.add.reduceat(sizes, starts)
         limit = self.config["max_request_size"] - _BATCH_OVERHEAD - 64
         batches = []
         now = time.monotonic()
-        # each partition's rows (a run of `order`) are encoded where they are
-        # (records.Rows: no copy of them first, the columns prepared once); rows that
-        # all go to one partition are the table itself
-        selected = records.Rows(table, order) if bounds.size else None
-        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), n], strict=True):
+        for lo, hi, total in zip(starts.tolist(), [*starts[1:].tolist(), n], totals.tolist(),
+                                 strict=True):
             p = int(sorted_parts[lo])
-            for start, stop in chunks(sizes[order[lo:hi]], limit):
-                chunk = (table.slice(start, stop - start) if selected is None
-                         else selected.slice(lo + start, stop - start))
+            runs = [(lo, hi)] if total <= limit else [
+                (lo + a, lo + b) for a, b in chunks(sizes[lo:hi], limit)]
+            for start, stop in runs:
+                chunk = selected.slice(start, stop - start)
                 b = ProducerBatch(topic, p, now)
                 b.table = chunk
                 b.payload = acc.encode_table(chunk)

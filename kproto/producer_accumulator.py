@@ -181,39 +181,9 @@ def wait_done(batches: Iterable[ProducerBatch], deadline: float | None,
 
 
 def row_sizes(table: Any) -> np.ndarray:
-    """About how many bytes each row of an Arrow table takes in a record batch (at
-    least: a null's length is what its offsets span, 0 but for odd writers)."""
-    sizes = np.full(table.num_rows, RECORD_OVERHEAD, np.int64)
-    import pyarrow.compute as pc
-
-    for name in ("key", "value"):
-        if name in table.schema.names:
-            sizes += _lengths(table.column(name))
-    if "headers" in table.schema.names:
-        sizes += np.asarray(pc.fill_null(pc.list_value_length(table.column("headers")), 0)
-                            .to_numpy(zero_copy_only=False), np.int64) * 32
-    return sizes
-
-
-def _lengths(column: Any) -> np.ndarray:
-    """Byte lengths of a binary/string column's values: its offsets' steps (no
-    compute kernel call: those cost ~0.1 ms each; views are cast to offsets, as
-    the encoder casts them). 0 for other types: the encoder refuses them."""
-    import pyarrow as pa
-
-    out = np.zeros(len(column), np.int64)
-    at = 0
-    for chunk in column.chunks:
-        t = chunk.type
-        if pa.types.is_binary_view(t) or pa.types.is_string_view(t):
-            chunk, t = chunk.cast(pa.large_binary()), pa.large_binary()
-        wide = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
-        if (wide or pa.types.is_binary(t) or pa.types.is_string(t)) and len(chunk) \
-                and chunk.buffers()[1] is not None:
-            offsets = np.frombuffer(chunk.buffers()[1], np.int64 if wide else np.int32)
-            out[at:at + len(chunk)] = np.diff(offsets[chunk.offset:chunk.offset + len(chunk) + 1])
-        at += len(chunk)
-    return out
+    """About how many bytes each row of an Arrow table takes in a record batch
+    (:meth:`kproto.records.Rows.sizes`: an upper bound)."""
+    return records.Rows(table).sizes()
 
 
 def chunks(sizes: np.ndarray, limit: int) -> Iterable[tuple[int, int]]:

@@ -204,3 +204,23 @@ def test_null_header_lists_spanning_entries_are_no_headers() -> None:
         want = {0: [("a", b"1")], 1: [], 2: [("c", None)]}
         rows = data.index if isinstance(data, records.Rows) else range(3 - len(data), 3)
         assert got == [want[int(r)] for r in rows]
+
+
+def test_rows_of_every_row_take_and_sizes() -> None:
+    """Rows(table): every row in order (a slice of it is a slice of the table);
+    take() picks positions of the selection; sizes() bounds each record's bytes in
+    a batch from above, within its framing estimate."""
+    t = table()
+    every = records.Rows(t)
+    assert (every.index, every.num_rows) == (None, 6)
+    assert records.encode(every) == records.encode(t)
+    assert records.encode(every.slice(2, 3)) == records.encode(t.slice(2, 3))
+    picked = records.Rows(t, [5, 4, 3]).take([2, 0])
+    assert list(picked.index) == [3, 5] and list(every.take([4, 1]).index) == [4, 1]
+    assert records.encode(picked) == records.encode(t.take(pa.array([3, 5])))
+    sizes = every.sizes()
+    headers = [len(h or ()) for h in t.column("headers").to_pylist()]
+    for i in range(6):
+        actual = len(records.encode(t.slice(i, 1))) - records.batch.HEADER_SIZE
+        assert actual <= sizes[i] <= actual + records.batch.RECORD_OVERHEAD + 4 * headers[i]
+    assert records.Rows(t, [5, 0, 5]).sizes().tolist() == [sizes[5], sizes[0], sizes[5]]

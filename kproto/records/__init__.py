@@ -33,6 +33,7 @@ from ..columns import (
 from ..errors import EncodeError
 from ..fetched import FetchedPartition, FetchSlice
 from ..protocol import slicer
+from .batch import RECORD_OVERHEAD
 
 
 def _backend() -> Any:
@@ -198,35 +199,46 @@ def encode(
 class Rows:
     """Rows of a pyarrow Table picked by index, in that order, for :func:`encode`:
     the encoder reads them where they are (no copy of the rows first, as
-    ``table.take(index)`` would make). ``slice()`` gives a part of the selection;
-    every part shares the table's columns, prepared for the encoder once.
+    ``table.take(index)`` would make). ``index`` None is every row in order.
+    ``slice()`` and ``take()`` give parts of the selection; every part shares the
+    table's columns, prepared for the encoder once.
 
     >>> batch = encode(Rows(table, np.array([3, 0, 2])))      # doctest: +SKIP
     """
 
     __slots__ = ("table", "index", "_prepared")
 
-    def __init__(self, table: Any, index: Any, _prepared: list[Any] | None = None) -> None:
+    def __init__(self, table: Any, index: Any = None,
+                 _prepared: list[Any] | None = None) -> None:
         self.table = table
-        #: int64 row numbers of ``table``
-        self.index = np.ascontiguousarray(index, np.int64)
+        #: int64 row numbers of ``table`` (None: all of them, in order)
+        self.index = None if index is None else np.ascontiguousarray(index, np.int64)
         self._prepared = _prepared if _prepared is not None else [None]
 
     @property
     def num_rows(self) -> int:
-        return len(self.index)
+        return self.table.num_rows if self.index is None else len(self.index)
 
     def __len__(self) -> int:
-        return len(self.index)
+        return self.num_rows
 
     def slice(self, offset: int = 0, length: int | None = None) -> Rows:
-        """Rows ``offset`` to ``offset + length`` of the selection (like ``Table.slice``)."""
+        """Rows ``offset`` to ``offset + length`` of the selection (like ``Table.slice``;
+        of all rows in order: a slice of the table, encoded straight through)."""
+        if self.index is None:
+            return Rows(self.table.slice(offset, length))
         stop = len(self.index) if length is None else offset + length
         return Rows(self.table, self.index[offset:stop], self._prepared)
 
+    def take(self, index: Any) -> Rows:
+        """Rows ``index`` (positions in this selection) of the selection, in that order."""
+        index = np.asarray(index, np.int64)
+        return Rows(self.table, index if self.index is None else self.index[index],
+                    self._prepared)
+
     def inputs(self) -> tuple[Any, Any, Any, Any]:
         """The table's key, value, timestamp and headers columns as the encoder takes
-        them (made once, shared by every slice)."""
+        them (made once, shared by every part)."""
         prepared = self._prepared[0]
         if prepared is None:
             t = self.table
@@ -235,6 +247,24 @@ class Rows:
                 _binary_input(key, n, "key"), _binary_input(value, n, "value"),
                 _timestamps(timestamp, n), _header_input(headers, n))
         return prepared
+
+    def sizes(self) -> np.ndarray:
+        """About how many bytes each selected row takes in a record batch (keys,
+        values and headers from their offsets, plus the framing estimate
+        ``batch.RECORD_OVERHEAD`` a record and 4 a header): an upper bound, for
+        splitting rows into batches under a size limit."""
+        key, value, _, headers = self.inputs()
+        n = self.table.num_rows
+        out = np.diff(key[0][:n + 1]).astype(np.int64)
+        out += np.diff(value[0][:n + 1])
+        out += RECORD_OVERHEAD
+        if headers is not None:
+            starts = np.asarray(headers[0][:n + 1], np.int64)
+            out += 4 * np.diff(starts)
+            for part in (headers[1], headers[2]):   # the headers' key and value bytes
+                offsets = np.asarray(part[0], np.int64)
+                out += offsets[starts[1:]] - offsets[starts[:-1]]
+        return out if self.index is None else out[self.index]
 
 
 def _compression_id(name: str | int | None) -> int:
