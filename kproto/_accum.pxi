@@ -32,15 +32,17 @@ cdef class BatchCore:
 
 
 def deliver(BatchCore batch, list items, error, md_type):
-    """Run send()'s ``on_delivery`` callbacks of a batch that is done: ``items`` is its
-    ``(index, fn)`` list; each ``fn(error, None)``, or ``fn(None, md_type(topic,
-    partition, offset, timestamp))``. A callback that raises is logged, not raised."""
+    """Run send()'s ``on_delivery`` callbacks of a batch that is done: ``items[i]`` is
+    record i's callback (None: it has none); each ``fn(error, None)``, or
+    ``fn(None, md_type(topic, partition, offset, timestamp))``. A callback that raises is
+    logged, not raised."""
     cdef Py_ssize_t index
     cdef RecordsBuilder records = batch.records
     cdef int64_t base = batch.base_offset, append_time = batch.log_append_time
-    for item in items:
-        index = (<tuple> item)[0]
-        fn = (<tuple> item)[1]
+    for index in range(len(items)):
+        fn = items[index]
+        if fn is None:
+            continue
         md = None
         if error is None:
             md = _tuple_new(md_type, (
@@ -152,8 +154,10 @@ cdef class AccumulatorCore:
             self.queued_bytes += size
             if on_done is not None:
                 batch.callbacks.append((index[0], on_done))
-            if delivery is not None:
-                batch.deliveries.append((index[0], delivery))
+            if delivery is not None:     # record i's callback at deliveries[i]
+                while len(batch.deliveries) < index[0]:
+                    batch.deliveries.append(None)
+                batch.deliveries.append(delivery)
         finally:
             self._release()
         return batch

@@ -94,8 +94,8 @@ class ProducerBatch(_BatchCore):
         self.event = threading.Event()
         #: (record index, fn): fn(index) runs once the batch is done
         self.callbacks: list[tuple[int, Callable[[ProducerBatch, int], Any]]] = []
-        #: (record index, on_delivery) of send(): on_delivery(error, metadata), in C
-        self.deliveries: list[tuple[int, Any]] = []
+        #: send()'s on_delivery(error, metadata) of record i at [i] (None: none), run in C
+        self.deliveries: list[Any] = []
         self.done = False
         self.split_into: list[ProducerBatch] = []
 
@@ -414,11 +414,12 @@ class RecordAccumulator(_AccumulatorCore):
             self._charge(parts[0], charged * parts[0].count // b.count)
             self._charge(parts[1], charged - parts[0].charged)
             with _CALLBACK_LOCK:
-                for attr in ("callbacks", "deliveries"):     # each to the part of its record
-                    for index, fn in getattr(b, attr):
-                        leaf, i = (parts[0], index) if index < parts[0].count else \
-                            (parts[1], index - parts[0].count)
-                        getattr(leaf, attr).append((i, fn))
+                for index, fn in b.callbacks:       # each to the part of its record
+                    leaf, i = (parts[0], index) if index < parts[0].count else \
+                        (parts[1], index - parts[0].count)
+                    leaf.callbacks.append((i, fn))
+                parts[0].deliveries = b.deliveries[:parts[0].count]
+                parts[1].deliveries = b.deliveries[parts[0].count:]
                 b.callbacks, b.deliveries = [], []
                 b.split_into = parts
             self.incomplete.discard(b)

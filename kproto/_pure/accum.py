@@ -45,7 +45,7 @@ class BatchCore:
     callbacks: list[tuple[int, Any]]
     done: bool
     split_into: list[Any]
-    deliveries: list[tuple[int, Any]]
+    deliveries: list[Any]
     size: int
     charged: int
     count: int
@@ -54,13 +54,16 @@ class BatchCore:
 _log = logging.getLogger("kproto.producer")
 
 
-def deliver(batch: BatchCore, items: list[tuple[int, Any]], error: BaseException | None,
+def deliver(batch: BatchCore, items: list[Any], error: BaseException | None,
             md_type: Any) -> None:
-    """Run send()'s ``on_delivery`` callbacks of a batch that is done: ``items`` is its
-    ``(index, fn)`` list; each ``fn(error, None)``, or ``fn(None, md_type(topic,
-    partition, offset, timestamp))``. A callback that raises is logged, not raised."""
+    """Run send()'s ``on_delivery`` callbacks of a batch that is done: ``items[i]`` is
+    record i's callback (None: it has none); each ``fn(error, None)``, or
+    ``fn(None, md_type(topic, partition, offset, timestamp))``. A callback that raises is
+    logged, not raised."""
     records = batch.records
-    for index, fn in items:
+    for index, fn in enumerate(items):
+        if fn is None:
+            continue
         md = None
         if error is None:
             md = md_type(batch.topic, batch.partition,
@@ -153,8 +156,9 @@ class AccumulatorCore:
             self.queued_bytes += size
             if on_done is not None:
                 batch.callbacks.append((index, on_done))
-            if delivery is not None:
-                batch.deliveries.append((index, delivery))
+            if delivery is not None:     # record i's callback at deliveries[i]
+                batch.deliveries += [None] * (index - len(batch.deliveries))
+                batch.deliveries.append(delivery)
         return batch, index
 
 
