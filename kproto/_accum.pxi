@@ -16,13 +16,16 @@ cdef object _now = _time_module.time
 cdef object _tuple_new = tuple.__new__
 cdef object _log = _logging.getLogger("kproto.producer")
 
+from kproto.structs import RecordMetadata as _RecordMetadata
+
 #: records/batch.py's RECORD_OVERHEAD and HEADER_SIZE (a test checks they agree)
 SEND_RECORD_OVERHEAD = 12
 SEND_BATCH_OVERHEAD = 61
 
 
 cdef class BatchCore:
-    """The fields of a producer batch (``ProducerBatch`` adds the methods)."""
+    """The fields of a producer batch and its records' metadata (``ProducerBatch`` adds the
+    rest)."""
 
     cdef public object topic, partition, records, created, payload, table, sequence
     cdef public object producer_id, producer_epoch, sequence_reset, stamped, attempts
@@ -30,28 +33,33 @@ cdef class BatchCore:
     cdef public object done, split_into, deliveries
     cdef public Py_ssize_t size, charged, count
 
+    cpdef int64_t timestamp(self, Py_ssize_t index) except? -2:
+        """The timestamp of send()'s record ``index`` (-1 for send_batch's batches)."""
+        built = self.records
+        if built is None or index >= (<RecordsBuilder> built).count:
+            return -1
+        return (<RecordsBuilder> built).timestamp(index)
 
-def deliver(BatchCore batch, list items, error, md_type):
+    cpdef metadata(self, Py_ssize_t index):
+        """Where send()'s record ``index`` was written, once the batch is done: a
+        RecordMetadata (the broker's time on LogAppendTime topics)."""
+        cdef int64_t base = self.base_offset, append_time = self.log_append_time
+        return _tuple_new(_RecordMetadata, (
+            self.topic, self.partition, -1 if base < 0 else base + index,
+            append_time if append_time >= 0 else self.timestamp(index)))
+
+
+def deliver(BatchCore batch, list items, error):
     """Run send()'s ``on_delivery`` callbacks of a batch that is done: ``items[i]`` is
     record i's callback (None: it has none); each ``fn(error, None)``, or
-    ``fn(None, md_type(topic, partition, offset, timestamp))``. A callback that raises is
-    logged, not raised."""
+    ``fn(None, batch.metadata(i))``. A callback that raises is logged, not raised."""
     cdef Py_ssize_t index
-    cdef RecordsBuilder records = batch.records
-    cdef int64_t base = batch.base_offset, append_time = batch.log_append_time
     for index in range(len(items)):
         fn = items[index]
         if fn is None:
             continue
-        md = None
-        if error is None:
-            md = _tuple_new(md_type, (
-                batch.topic, batch.partition, -1 if base < 0 else base + index,
-                append_time if append_time >= 0 else
-                (records.timestamp(index) if records is not None and index < records.count
-                 else -1)))
         try:
-            fn(error, md)
+            fn(error, None if error is not None else batch.metadata(index))
         except Exception:       # a user callback must not kill the sender
             _log.exception("delivery callback raised")
 

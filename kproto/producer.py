@@ -92,12 +92,6 @@ class BatchMetadata(NamedTuple):
     record_count: int
 
 
-def _metadata(batch: ProducerBatch, index: int) -> RecordMetadata:
-    offset = -1 if batch.base_offset < 0 else batch.base_offset + index
-    ts = batch.log_append_time if batch.log_append_time >= 0 else batch.timestamp(index)
-    return RecordMetadata(batch.topic, batch.partition, offset, ts)
-
-
 class RecordFuture(_FutureCore):
     """The outcome of one :meth:`Producer.send`: a :class:`RecordMetadata` or an error.
 
@@ -118,7 +112,7 @@ class RecordFuture(_FutureCore):
         if exc is not None:
             raise exc
         batch, index = self._batch.leaf(self._index)
-        return _metadata(batch, index)
+        return batch.metadata(index)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         deadline = None if timeout is None else time.monotonic() + timeout

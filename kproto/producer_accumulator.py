@@ -42,7 +42,6 @@ from .errors import IllegalStateError, KafkaTimeoutError
 from .partitioner import StickyPartitioner
 from .records.batch import HEADER_SIZE as BATCH_OVERHEAD
 from .records.batch import RECORD_OVERHEAD
-from .structs import RecordMetadata
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "RECORD_OVERHEAD",
            "leaves", "wait_done", "row_sizes", "chunks"]
@@ -62,7 +61,8 @@ TopicPartition = tuple[str, int]
 
 class ProducerBatch(_BatchCore):
     """Records of one partition travelling together (and their delivery state); the
-    fields live in the base (``_codec.BatchCore``: send()'s path sets them in C)."""
+    fields, and each record's metadata, live in the base (``_codec.BatchCore``: send()'s
+    path sets them in C)."""
 
     __slots__ = ()
 
@@ -111,17 +111,12 @@ class ProducerBatch(_BatchCore):
             deliveries, self.deliveries = self.deliveries, []
         self.event.set()
         if deliveries:
-            _deliver(self, deliveries, error, RecordMetadata)
+            _deliver(self, deliveries, error)
         for index, fn in callbacks:
             try:
                 fn(self, index)     # (this batch: the one that carried the record)
             except Exception:  # a user callback must not kill the sender
                 log.exception("delivery callback raised")
-
-    def timestamp(self, index: int) -> int:
-        """The timestamp of send()'s record ``index`` (-1 for send_batch's batches)."""
-        built = self.records
-        return built.timestamp(index) if built is not None and index < built.count else -1
 
     def leaf(self, index: int) -> tuple[ProducerBatch, int]:
         """The batch (and index in it) that carries record ``index`` of this batch

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import EncodeError
+from ..structs import RecordMetadata
 from .encode import murmur2
 
 #: records/batch.py's RECORD_OVERHEAD and HEADER_SIZE (a test checks they agree)
@@ -19,7 +20,8 @@ SEND_BATCH_OVERHEAD = 61
 
 
 class BatchCore:
-    """The fields of a producer batch (``ProducerBatch`` adds the methods)."""
+    """The fields of a producer batch and its records' metadata (``ProducerBatch`` adds the
+    rest)."""
 
     __slots__ = ("topic", "partition", "records", "created", "payload", "table", "sequence",
                  "producer_id", "producer_epoch", "sequence_reset", "stamped", "attempts",
@@ -50,29 +52,32 @@ class BatchCore:
     charged: int
     count: int
 
+    def timestamp(self, index: int) -> int:
+        """The timestamp of send()'s record ``index`` (-1 for send_batch's batches)."""
+        built = self.records
+        return built.timestamp(index) if built is not None and index < built.count else -1
+
+    def metadata(self, index: int) -> RecordMetadata:
+        """Where send()'s record ``index`` was written, once the batch is done: a
+        RecordMetadata (the broker's time on LogAppendTime topics)."""
+        return RecordMetadata(self.topic, self.partition,
+                              -1 if self.base_offset < 0 else self.base_offset + index,
+                              self.log_append_time if self.log_append_time >= 0
+                              else self.timestamp(index))
+
 
 _log = logging.getLogger("kproto.producer")
 
 
-def deliver(batch: BatchCore, items: list[Any], error: BaseException | None,
-            md_type: Any) -> None:
+def deliver(batch: BatchCore, items: list[Any], error: BaseException | None) -> None:
     """Run send()'s ``on_delivery`` callbacks of a batch that is done: ``items[i]`` is
     record i's callback (None: it has none); each ``fn(error, None)``, or
-    ``fn(None, md_type(topic, partition, offset, timestamp))``. A callback that raises is
-    logged, not raised."""
-    records = batch.records
+    ``fn(None, batch.metadata(i))``. A callback that raises is logged, not raised."""
     for index, fn in enumerate(items):
         if fn is None:
             continue
-        md = None
-        if error is None:
-            md = md_type(batch.topic, batch.partition,
-                         -1 if batch.base_offset < 0 else batch.base_offset + index,
-                         batch.log_append_time if batch.log_append_time >= 0 else
-                         records.timestamp(index) if records is not None
-                         and index < records.count else -1)
         try:
-            fn(error, md)
+            fn(error, None if error is not None else batch.metadata(index))
         except Exception:       # a user callback must not kill the sender
             _log.exception("delivery callback raised")
 
