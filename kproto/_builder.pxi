@@ -48,40 +48,24 @@ cdef class RecordsBuilder:
         cdef const char *vp = NULL
         cdef Py_ssize_t klen = _bytes_len(key, &kp, "key")
         cdef Py_ssize_t vlen = _bytes_len(value, &vp, "value")
-        cdef Py_ssize_t body, hcount = 0, i
-        cdef int64_t delta
+        cdef Py_ssize_t rest, hcount = 0, i
         cdef char *p
         cdef list pairs = None
-        if self.count >= 0x7FFFFFFF:
-            raise _EncodeError("a record batch holds at most 2**31 - 1 records")
-        if self.buf.len == 0:
-            gb_reserve(&self.buf, 61 + 64 + (klen if klen > 0 else 0)
-                       + (vlen if vlen > 0 else 0))
-            self.buf.len = 61
-            self.base_ts = self.max_ts = timestamp
-        delta = timestamp - self.base_ts
-        body = (1 + size_of_zigzag(delta) + size_of_zigzag(self.count)
-                + size_of_zigzag(klen) + (klen if klen > 0 else 0)
+        rest = (size_of_zigzag(klen) + (klen if klen > 0 else 0)
                 + size_of_zigzag(vlen) + (vlen if vlen > 0 else 0))
         if headers:
             pairs = _header_pairs(headers)
             hcount = len(pairs) // 2
             for i in range(0, 2 * hcount, 2):
-                body += size_of_zigzag(PyBytes_GET_SIZE(pairs[i])) + PyBytes_GET_SIZE(pairs[i])
+                rest += size_of_zigzag(PyBytes_GET_SIZE(pairs[i])) + PyBytes_GET_SIZE(pairs[i])
                 if pairs[i + 1] is None:
-                    body += 1
+                    rest += 1
                 else:
-                    body += (size_of_zigzag(PyBytes_GET_SIZE(pairs[i + 1]))
+                    rest += (size_of_zigzag(PyBytes_GET_SIZE(pairs[i + 1]))
                              + PyBytes_GET_SIZE(pairs[i + 1]))
             self.has_headers = True
-        body += size_of_zigzag(hcount)
-        gb_reserve(&self.buf, size_of_zigzag(body) + body)
-        gb_put_i64(&self.stamps, timestamp)
-        p = self.buf.data + self.buf.len
-        p = put_zigzag(p, body)
-        p[0] = 0
-        p = put_zigzag(p + 1, delta)
-        p = put_zigzag(p, self.count)
+        rest += size_of_zigzag(hcount)
+        p = self._begin(timestamp, rest)
         p = put_zigzag(p, klen)
         if klen > 0:
             memcpy(p, kp, <size_t> klen)
@@ -94,6 +78,32 @@ cdef class RecordsBuilder:
         for i in range(0, 2 * hcount, 2):
             p = _put_bytes(p, pairs[i])
             p = _put_bytes(p, pairs[i + 1])
+        return self._end(p, timestamp)
+
+    cdef char *_begin(self, int64_t timestamp, Py_ssize_t rest) except NULL:
+        """Room for a record whose key, value and headers take ``rest`` bytes: writes its
+        length, attributes, timestamp delta and offset delta; returns where the rest goes
+        (``_end`` then closes the record)."""
+        cdef Py_ssize_t body
+        cdef int64_t delta
+        cdef char *p
+        if self.count >= 0x7FFFFFFF:
+            raise _EncodeError("a record batch holds at most 2**31 - 1 records")
+        if self.buf.len == 0:
+            gb_reserve(&self.buf, 61 + 64 + rest)
+            self.buf.len = 61
+            self.base_ts = self.max_ts = timestamp
+        delta = timestamp - self.base_ts
+        body = 1 + size_of_zigzag(delta) + size_of_zigzag(self.count) + rest
+        gb_reserve(&self.buf, size_of_zigzag(body) + body)
+        gb_put_i64(&self.stamps, timestamp)
+        p = put_zigzag(self.buf.data + self.buf.len, body)
+        p[0] = 0
+        p = put_zigzag(p + 1, delta)
+        return put_zigzag(p, self.count)
+
+    cdef Py_ssize_t _end(self, char *p, int64_t timestamp):
+        """Close the record ``_begin`` opened, written up to ``p``; its index."""
         self.buf.len = p - self.buf.data
         if timestamp > self.max_ts:
             self.max_ts = timestamp
@@ -153,26 +163,9 @@ cdef class RecordsBuilder:
     cdef int _append_raw(self, int64_t timestamp, const unsigned char *rest,
                          Py_ssize_t n) except -1:
         """A record whose key, value and headers are already encoded (``rest``)."""
-        cdef Py_ssize_t body
-        cdef int64_t delta
-        cdef char *p
-        if self.buf.len == 0:
-            gb_reserve(&self.buf, 61 + 64 + n)
-            self.buf.len = 61
-            self.base_ts = self.max_ts = timestamp
-        delta = timestamp - self.base_ts
-        body = 1 + size_of_zigzag(delta) + size_of_zigzag(self.count) + n
-        gb_reserve(&self.buf, size_of_zigzag(body) + body)
-        gb_put_i64(&self.stamps, timestamp)
-        p = put_zigzag(self.buf.data + self.buf.len, body)
-        p[0] = 0
-        p = put_zigzag(p + 1, delta)
-        p = put_zigzag(p, self.count)
+        cdef char *p = self._begin(timestamp, n)
         memcpy(p, rest, <size_t> n)
-        self.buf.len = p + n - self.buf.data
-        if timestamp > self.max_ts:
-            self.max_ts = timestamp
-        self.count += 1
+        self._end(p + n, timestamp)
         return 0
 
     def release(self):
