@@ -23,6 +23,7 @@ from .avro_support import (
     loop,  # noqa: F401  (the fixture: both decoder loops)
     write,
 )
+from .threads import run_at_once
 
 REC = avro.parse_schema({"type": "record", "name": "R", "fields": [
     {"name": "s", "type": "string"},
@@ -324,31 +325,20 @@ def test_error_offsets_point_at_the_bad_bytes(value: bytes, offset: int) -> None
 def test_threads_decode_at_once_and_agree() -> None:
     """The loop runs without the GIL and keeps no state between calls: four threads
     decoding different columns at once each get what one thread gets."""
-    import threading
-
     ext = extension()
     columns = [column([_good(s=f"{k}-{i}", xs=list(range(i % 7))) for i in range(3000)]
                       + [b"\x01bad"] * (k + 1)) for k in range(4)]
     saved, avro._loop = avro._loop, ext
     try:
         expected = [avro.decode(c, REC, errors="null") for c in columns]
-        failures: list[BaseException] = []
 
         def work(k: int) -> None:
-            try:
-                for r in range(5):
-                    i = (k + r) % len(columns)
-                    array, bad = avro.decode(columns[i], REC, errors="null")
-                    assert array.equals(expected[i][0])
-                    assert bad.tolist() == expected[i][1].tolist()
-            except BaseException as exc:   # reported by the main thread
-                failures.append(exc)
+            for r in range(5):
+                i = (k + r) % len(columns)
+                array, bad = avro.decode(columns[i], REC, errors="null")
+                assert array.equals(expected[i][0])
+                assert bad.tolist() == expected[i][1].tolist()
 
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_at_once(work)
     finally:
         avro._loop = saved
-    assert not failures, failures[0]

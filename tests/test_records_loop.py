@@ -7,7 +7,6 @@ buffer by buffer where the layout is fixed (offsets, timestamps, binary data).
 
 from __future__ import annotations
 
-import threading
 from functools import cache
 
 import numpy as np
@@ -17,6 +16,7 @@ from kproto import _codec, records
 from kproto._pure import records as pure
 
 from .record_sets import Rec, batch_v2, rows_of
+from .threads import run_at_once
 
 
 def _big(n: int, seed: int, *, nulls: bool = False) -> list[Rec]:
@@ -132,22 +132,13 @@ def test_decoding_threads_share_the_pool(pool) -> None:
     equals the pure twin's."""
     inputs = [_big_set(2000 + 300 * i, 10 + i, nulls=bool(i % 2)) for i in range(4)]
     expected = [rows_of(pure.decode_records(d)) for d in inputs]
-    failures: list[BaseException] = []
 
     def work(k: int) -> None:
-        try:
-            for r in range(6):
-                i = (k + r) % len(inputs)
-                assert rows_of(_codec.decode_records(inputs[i])) == expected[i]
-        except BaseException as exc:   # reported by the main thread
-            failures.append(exc)
+        for r in range(6):
+            i = (k + r) % len(inputs)
+            assert rows_of(_codec.decode_records(inputs[i])) == expected[i]
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures[0]
+    run_at_once(work)
 
 
 # --------------------------------------------------------------------------- record shapes
