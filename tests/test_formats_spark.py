@@ -45,6 +45,18 @@ def rows():
     return out
 
 
+def confluent_values(url: str, serializer, topic: str, objects) -> list[bytes]:
+    """``objects`` as ``topic``'s values, serialized by a confluent-kafka serializer
+    (``serializer(client)``) that registers its schema with the registry at ``url``."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    with Confluent({"url": url}) as client:
+        serialize = serializer(client)
+        context = SerializationContext(topic, MessageField.VALUE)
+        return [serialize(o, context) for o in objects]
+
+
 @pytest.fixture(scope="module")
 def spark():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -63,16 +75,12 @@ def spark():
 
 
 def test_read_typed_write_back_read_again(spark, tansu):
-    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
     from confluent_kafka.schema_registry.avro import AvroSerializer
-    from confluent_kafka.serialization import MessageField, SerializationContext
 
     written = rows()
     with SchemaRegistryServer() as registry:
-        with Confluent({"url": registry.url}) as client:
-            serialize = AvroSerializer(client, json.dumps(SCHEMA))
-            context = SerializationContext("events-avro", MessageField.VALUE)
-            values = [serialize(r, context) for r in written]
+        values = confluent_values(registry.url, lambda c: AvroSerializer(c, json.dumps(SCHEMA)),
+                                  "events-avro", written)
         with Admin(bootstrap_servers=tansu.bootstrap) as admin:
             admin.create_topics({"events-avro": 2, "events-avro-copy": 1}, exist_ok=True)
         keys = pa.array([{"k": i, "who": f"Zoë-{i}"} for i in range(N)])
@@ -130,9 +138,7 @@ def test_recursive_avro_needs_recursive_field_max_depth(spark, tansu):
     """A recursive schema (confluent-kafka's AvroSerializer writes the values) has no Spark
     type: a ConfigError names the option; with it, each record is read at most that many
     times on a path, the deeper fields dropped (as spark-avro's from_avro)."""
-    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
     from confluent_kafka.schema_registry.avro import AvroSerializer
-    from confluent_kafka.serialization import MessageField, SerializationContext
 
     def node(label, children=(), next=None):
         return {"label": label, "children": list(children), "next": next}
@@ -140,10 +146,8 @@ def test_recursive_avro_needs_recursive_field_max_depth(spark, tansu):
     trees = [node("a", [node("b", [node("c")]), node("d")], node("n", next=node("m"))),
              node("z")]
     with SchemaRegistryServer() as registry:
-        with Confluent({"url": registry.url}) as client:
-            serialize = AvroSerializer(client, json.dumps(TREE))
-            context = SerializationContext("trees", MessageField.VALUE)
-            values = [serialize(t, context) for t in trees]
+        values = confluent_values(registry.url, lambda c: AvroSerializer(c, json.dumps(TREE)),
+                                  "trees", trees)
         with Admin(bootstrap_servers=tansu.bootstrap) as admin:
             admin.create_topics({"trees": 1}, exist_ok=True)
         with Producer(bootstrap_servers=tansu.bootstrap) as producer:
@@ -177,7 +181,6 @@ def test_protobuf_read_typed_write_back_read_again(spark, tansu):
     subject's schema (ProtobufDeserializer reads it), and read again."""
     import decimal
 
-    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
     from confluent_kafka.schema_registry.protobuf import (
         ProtobufDeserializer,
         ProtobufSerializer,
@@ -199,10 +202,10 @@ def test_protobuf_read_typed_write_back_read_again(spark, tansu):
         order.lines.add(sku=f"s{i}")
         orders.append(order)
     with SchemaRegistryServer() as registry:
-        with Confluent({"url": registry.url}) as client:
-            serialize = ProtobufSerializer(order_cls, client, {"use.deprecated.format": False})
-            context = SerializationContext("orders-proto", MessageField.VALUE)
-            values = [serialize(o, context) for o in orders]
+        values = confluent_values(
+            registry.url,
+            lambda c: ProtobufSerializer(order_cls, c, {"use.deprecated.format": False}),
+            "orders-proto", orders)
         with Admin(bootstrap_servers=tansu.bootstrap) as admin:
             admin.create_topics({"orders-proto": 2, "orders-proto-copy": 1}, exist_ok=True)
         with Producer(bootstrap_servers=tansu.bootstrap) as producer:
@@ -235,6 +238,7 @@ def test_protobuf_read_typed_write_back_read_again(spark, tansu):
         with Consumer(bootstrap_servers=tansu.bootstrap) as consumer:
             copied = consumer.read_range("orders-proto-copy").column("value").to_pylist()
     deserialize = ProtobufDeserializer(order_cls, {"use.deprecated.format": False})
+    context = SerializationContext("orders-proto", MessageField.VALUE)
     assert sorted((deserialize(v, context) for v in copied), key=lambda o: o.id) == orders
     assert back == got
     expected = [{"id": o.id, "customer": o.customer, "tags": list(o.tags),
