@@ -4,26 +4,12 @@ Same bytes as the Cython builder, which encodes each record as it is appended.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import EncodeError
-from .encode import encode_batch_v2
-
-
-def _column(items: Sequence[bytes | None]) -> tuple[Any, Any, Any, int]:
-    """``items`` as the (offsets, data, validity, bit offset) input of the encoder."""
-    lengths = [0 if x is None else len(x) for x in items]
-    offsets = np.zeros(len(items) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = np.frombuffer(b"".join(x for x in items if x is not None), np.uint8)
-    validity = None
-    if any(x is None for x in items):
-        validity = np.packbits(np.array([x is not None for x in items], bool),
-                               bitorder="little")
-    return offsets, data, validity, 0
+from .encode import _column, encode_batch_v2
 
 
 class RecordsBuilder:
