@@ -1,7 +1,7 @@
 """JSON values into Arrow with pyarrow's JSON reader (no parser of our own).
 
 The values of a column are joined into one newline-delimited buffer in one
-pass (``_wire.lines``: Confluent headers cut off, null values left out and
+pass (``_wire.json_lines``: Confluent headers cut off, null values left out and
 nulled afterwards) and read by ``pyarrow.json.read_json`` in one call, on its
 threads. A raw newline (or carriage return) inside a value can only be
 whitespace between tokens (JSON strings must escape them), so each one is
