@@ -477,7 +477,12 @@ def test_closing_iter_ranges_on_a_hung_broker_returns_at_once(broker, unique_top
 
 
 def test_poll_batch_spans_leaders(mock_cluster, unique_topic):
-    """On the mock cluster the 4 partitions are led by different brokers."""
+    """On the mock cluster the 4 partitions are led by different brokers (set here: the
+    mock picks leaders at random, all four on one broker now and then)."""
+    mock_cluster.create_topic(unique_topic, 4)
+    nodes = [node for node, _, _ in mock_cluster.brokers]
+    for p in range(4):
+        mock_cluster.set_leader(unique_topic, p, nodes[p % len(nodes)])
     with Producer(bootstrap_servers=mock_cluster.bootstrap) as producer:
         producer.send_batch(unique_topic, _table(4000)).result(30)
     with Consumer(bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest") as c:

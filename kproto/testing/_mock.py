@@ -136,6 +136,20 @@ class MockCluster:
             if err:
                 raise RuntimeError(f"the mock cluster refused to create {name!r}: error {err}")
 
+    def set_leader(self, topic: str, partition: int, node_id: int) -> None:
+        """Make broker ``node_id`` the leader of ``topic``'s ``partition``
+        (``rd_kafka_mock_partition_set_leader``; the mock picks leaders at random)."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            lib.rd_kafka_mock_partition_set_leader.argtypes = [
+                ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32]
+            err = lib.rd_kafka_mock_partition_set_leader(mock, topic.encode(), partition,
+                                                         node_id)
+            if err:
+                raise RuntimeError(f"the mock cluster refused the leader: error {err}")
+
     def push_request_errors(self, api_key: int, *codes: int) -> None:
         """Answer the next ``len(codes)`` requests of ``api_key`` (to any broker) with
         these error codes, in order (``rd_kafka_mock_push_request_errors``); 0 lets
