@@ -573,12 +573,16 @@ class StickyAssignor(_AssignorBase):
             bucket[dst].setdefault(t, set()).add(p)
             count[src] -= 1
             count[dst] += 1
-            for t in subs[src]:
-                if rank(src) < rank(target[t]):
-                    target[t] = src
-            for t in subs[dst]:
+            # Only src and dst changed rank. A topic whose emptiest member was
+            # dst must be searched again (dst grew); any other topic's emptiest
+            # member is unchanged unless src (which shrank) now ranks below it.
+            # The dst check must come first: src may have taken over a topic
+            # whose entry was dst, hiding that the entry went stale.
+            for t in subs[src] | subs[dst]:
                 if target[t] == dst:
                     target[t] = min(eligible[t], key=rank)
+                elif t in subs[src] and rank(src) < rank(target[t]):
+                    target[t] = src
         return owned
 
 

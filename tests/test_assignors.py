@@ -19,7 +19,7 @@ import kafka.coordinator.assignors.sticky.sticky_assignor as kp_sticky
 import kafka.coordinator.assignors.sticky.user_data as kp_ud
 import kafka.protocol.consumer.metadata as kp_meta
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kproto.assignors import (
@@ -561,21 +561,56 @@ def test_sticky_member_joins_minimal_moves(hist) -> None:
     assert moved(prev, out) <= c["~new"]
 
 
+# A history Hypothesis found: '-' leaves, '0' and '00' take a-0 and a-3, and the
+# balance loop's cached "emptiest member of topic c" went stale after its first
+# move, leaving '00' with 3 partitions (c-4 among them) and '1' (c only) with 1.
+GENERAL_LEAVE_MEMBERS = [
+    M("0", ("a", "b", "c")), M("00", ("a", "b", "c")),
+    M("1", ("c",)), M("000", ("c",)), M("9", ("c",)), M("-", ("a",)),
+]
+GENERAL_LEAVE_PREV = {
+    "-": {"a": [0, 3]}, "0": {"a": [1], "c": [3]}, "00": {"a": [2], "c": [4]},
+    "000": {"c": [0]}, "1": {"c": [1]}, "9": {"c": [2]},
+}
+
+
 @SETTINGS
-@given(sticky_history(same_topics=False), st.data())
-def test_sticky_general_valid_balanced_and_stable(hist, data) -> None:
+@given(sticky_history(same_topics=False), st.integers(0, 5))
+@example((GENERAL_LEAVE_MEMBERS, {"a": 4, "b": 0, "c": 5}, GENERAL_LEAVE_PREV), 5)
+def test_sticky_general_valid_balanced_and_stable(hist, gone_index) -> None:
     members, ppt, prev = hist
     a = StickyAssignor()
     assert_java_balanced(members, ppt, prev)
     # Fixed point: feeding the result back changes nothing.
     assert a.assign(with_user_data(members, prev, 2), ppt) == prev
     # Remove a member: the others keep what they had unless balance needs it.
-    gone = data.draw(st.sampled_from(members))
+    gone = members[gone_index % len(members)]
     survivors = [m for m in members if m is not gone]
     if survivors:
         out = a.assign(with_user_data(survivors, prev), ppt)
         check_valid(survivors, ppt, out)
         assert_java_balanced(survivors, ppt, out)
+
+
+@pytest.mark.parametrize("ppt", [{"a": 4, "c": 5}, {"a": 4, "b": 0, "c": 5}])
+def test_sticky_general_member_leaves_rebalances_across_topics(ppt) -> None:
+    # The history above, member '-' gone; b is absent or has no partitions.
+    assert StickyAssignor().assign(GENERAL_LEAVE_MEMBERS, ppt) == GENERAL_LEAVE_PREV
+    survivors = with_user_data(GENERAL_LEAVE_MEMBERS[:-1], GENERAL_LEAVE_PREV)
+    out = StickyAssignor().assign(survivors, ppt)
+    check_valid(survivors, ppt, out)
+    assert_java_balanced(survivors, ppt, out)
+    # a-0 and a-3 can only go to '0' and '00', one each (else 4 vs 1); then each
+    # must give its c partition to a c-only member: 9 partitions as 2,2,2,2,1.
+    assert sorted(counts(out).values()) == [1, 2, 2, 2, 2]
+    assert out["0"] == {"a": [0, 1]} and out["00"] == {"a": [2, 3]}
+    # Sticky as far as balance allows: only c-3 and c-4 move, and the c-only
+    # members keep what they had.
+    before = {mid: ps for mid, ps in GENERAL_LEAVE_PREV.items() if mid != "-"}
+    assert moved(before, out) == 2
+    for mid in ("000", "1", "9"):
+        assert set(before[mid]["c"]) <= set(out[mid]["c"])
+    assert {p for mid in ("000", "1", "9") for p in out[mid]["c"]} == set(range(5))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
