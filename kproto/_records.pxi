@@ -126,6 +126,9 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                     body = base
                     rpos, rstop = pos + 61, stop
                     buf_index = 0
+                d.prefetch, d.prefetch_end = base + stop, base + stop
+                if end - stop >= 12:
+                    d.prefetch_end = base + min(end, stop + 12 + max(0, kp_load_i32(base + stop + 8)))
                 if attributes & 0x20:  # control batch: never returned
                     if aborted is not None and count and pid >= 0:
                         aborted.on_control(pid, last_offset, body, rpos, rstop)
