@@ -75,12 +75,16 @@ def test_released_columns_go_to_the_pool_and_the_next_decode_takes_them(pool) ->
     data = _big_set(3000, 1)
     cols = _codec.decode_records(data)
     value_bytes = cols.value.data.nbytes
-    assert _pool()[1:] == (0, 0) and value_bytes > 256 * 1024
+    assert value_bytes > 256 * 1024
+    # the header columns' reservations, far bigger than their data, are back already
+    _, held_before, blocks_before = _pool()
+    assert held_before > 0
     del cols
     limit, held, blocks = _pool()
-    assert limit == pool and blocks >= 1 and held >= value_bytes   # the smaller: malloc's
+    assert limit == pool and blocks > blocks_before   # the smaller blocks: malloc's
+    assert held >= held_before + value_bytes
     again = _codec.decode_records(data)
-    assert _pool()[1] < held // 4      # taken again, not fresh blocks
+    assert _pool()[1] <= held - value_bytes     # taken again, not fresh blocks
     assert_same_columns(again, pure.decode_records(data))
 
 
