@@ -96,6 +96,19 @@ def main(path: str) -> None:
             parts.append(f"kproto columns {size / t['none']['kproto_columns'] / 1e9:.2f} GB/s")
         print("\nUncompressed corpus (ceilings: none ÷ CRC pass + copy, binary_view ÷ CRC pass; "
               "compressed: ÷ decompress_buffer): " + ", ".join(parts))
+    fetch = []
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        for mode, whole in (("columns", "kproto_columns"), ("binary_view", "kproto_binary_view")):
+            key = f"{codec}-{mode}"
+            one, bulk = t.get(key, {}).get("kproto_one_fetch"), t.get(codec, {}).get(whole)
+            if one and bulk:
+                n = info[f"{key}/kproto_one_fetch"]["records"]
+                n_bulk = info[f"{codec}/{whole}"]["records"]
+                fetch.append(f"{codec} {mode} {n / one / 1e6:.2f} M/s "
+                             f"({(n / one) / (n_bulk / bulk):.0%})")
+    if fetch:
+        print("\nOne partition's fetch (the corpus's batches in its first 1 MiB), records/s and "
+              "share of the whole corpus's rate: " + ", ".join(fetch))
     crc = {k: v for k, v in t.items() if k in ("64KiB", "1MiB")}
     if crc:
         print("\n### CRC\n\n| size | kproto CRC-32C | crc32c package | ratio | kproto CRC-32 "
