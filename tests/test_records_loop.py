@@ -260,6 +260,26 @@ def test_headers_the_fast_path_gives_up_on_are_undone() -> None:
     _both(_raw_batch(recs), start_offset=2)              # not kept: nothing to undo
 
 
+def test_header_room_grows_with_the_headers() -> None:
+    """The fast path reserves header room as headers come (not the most a batch could
+    hold): one small header a record, then records whose headers outgrow the room again
+    and again (63 a record, long values), a null header value (the checked path starts a
+    bitmap, which later fast records must find covered), records before start_offset."""
+    import random
+
+    rng = random.Random(17)
+    recs = []
+    for i in range(400):
+        count = 1 if i < 120 else rng.choice([0, 2, 17, 63])
+        headers = [(f"h{i}.{h}", b"v" * rng.choice([0, 3, 13, 200, 4000])) for h in range(count)]
+        if i in (130, 131, 300):
+            headers.insert(count // 2, ("null", None))
+        recs.append(_record(b"k%d" % i, b"x" * (i % 40), headers, offset_delta=i))
+    batches = _raw_batch(recs[:150]) + _raw_batch(recs[150:], base_offset=150)
+    _both(batches)
+    _both(batches, start_offset=125)
+
+
 def test_short_records_take_the_checked_path() -> None:
     """Bodies under 8 bytes (null key and value, no headers: 6) decode the same."""
     recs = [_record(None, None, offset_delta=i) for i in range(5)]
