@@ -23,7 +23,7 @@ import pytest
 from kproto import records
 from kproto.records import compression
 
-from .conftest import RECORDS, corpus
+from .conftest import RECORDS, corpus, whole_batches
 
 
 def _payloads(data: bytes) -> list[tuple[int, memoryview]]:
@@ -61,23 +61,11 @@ def test_kproto_binary_view(benchmark, codec: str) -> None:
     assert len(benchmark(records.decode, data, binary_view=True)) == RECORDS
 
 
-def _one_fetch(data: bytes, limit: int = 1 << 20) -> bytes:
-    """The whole batches in the first ``limit`` bytes: what one partition's fetch returns
-    at the consumer's default max_partition_fetch_bytes (1 MiB)."""
-    pos = 0
-    while pos + 12 <= len(data):
-        stop = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
-        if stop > limit:
-            break
-        pos = stop
-    return data[:pos or len(data)]
-
-
 @pytest.mark.parametrize("binary_view", [False, True], ids=["columns", "binary_view"])
 def test_kproto_one_fetch(benchmark, codec: str, binary_view: bool) -> None:
     """A decode the size of one partition's fetch: what a consumer runs per partition, and
     where a decode's fixed costs (allocations, Python objects) show against the corpus."""
-    data = _one_fetch(corpus(codec))
+    data = whole_batches(corpus(codec), 1 << 20) or corpus(codec)
     n = len(records.decode(data))
     _info(benchmark, data, n)
     assert len(benchmark(records.decode, data, binary_view=binary_view)) == n

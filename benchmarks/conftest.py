@@ -50,6 +50,18 @@ def corpus(codec: str, records: int = RECORDS) -> bytes:
     return b"".join(out)
 
 
+def whole_batches(data: bytes, limit: int) -> bytes:
+    """The whole batches in the first ``limit`` bytes of ``data`` (1 MiB: what one
+    partition's fetch returns at the consumer's default max_partition_fetch_bytes)."""
+    pos = 0
+    while pos + 12 <= len(data):
+        stop = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
+        if stop > limit:
+            break
+        pos = stop
+    return data[:pos]
+
+
 @pytest.fixture(params=list(CODECS), ids=list(CODECS))
 def codec(request: pytest.FixtureRequest) -> str:
     return request.param

@@ -49,20 +49,10 @@ def crc_all(crc: Callable[[memoryview], int], spans: list[memoryview]) -> None:
         crc(span)
 
 
-def whole_batches(data: bytes, limit: int) -> bytes:
-    pos = 0
-    while pos + 12 <= len(data):
-        stop = pos + 12 + struct.unpack_from(">i", data, pos + 8)[0]
-        if stop > limit:
-            break
-        pos = stop
-    return data[:pos]
-
-
 def main() -> None:
     import crc32c
 
-    from benchmarks.conftest import corpus
+    from benchmarks.conftest import corpus, whole_batches
     from kproto import records
 
     work = tempfile.mkdtemp(prefix="kproto-floor-")
