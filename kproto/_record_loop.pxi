@@ -479,8 +479,9 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
                         if d.hkey.offsets.cap == 0:     # the decode's first: one a record
                             headers_room(d, f.header_count + d.rows_hint,
                                          rec_end - q + d.bytes_hint // 8, &room)
-                        else:
-                            headers_room(d, f.header_count + count - i, rec_end - q, &room)
+                        else:           # (a count the batch's bytes cannot hold: rows)
+                            headers_room(d, f.header_count + min(count - i, rows),
+                                         rec_end - q, &room)
                         hk_len_at, hv_len_at, j = d.hkey.data.len, d.hvalue.data.len, 0
                         hk_offsets = <int32_t *> (d.hkey.offsets.data + d.hkey.offsets.len)
                         hv_offsets = <int32_t *> (d.hvalue.offsets.data + d.hvalue.offsets.len)

@@ -280,6 +280,37 @@ def test_header_room_grows_with_the_headers() -> None:
     _both(batches, start_offset=125)
 
 
+def test_header_room_follows_the_batch_bytes_not_its_claimed_count() -> None:
+    """A batch claiming 2**31 - 1 records holds three: a fast record with a header, one the
+    checked path reads (a null header value), a fast one again, whose room is reserved from
+    the records left. The fuzzer (ASan) found that reservation sized by the claimed count
+    (8 GB); capped by the batch's bytes, the decode reports the missing records, with the
+    address space limited to 1 GB more than the process has."""
+    import subprocess
+    import sys
+    import textwrap
+
+    recs = [_record(b"k", b"v", [("a", b"1")]),
+            _record(b"k", b"v", [("a", b"1"), ("b", None)], offset_delta=1),
+            _record(b"k", b"v", [("a", b"1")], offset_delta=2)]
+    batch = bytearray(_raw_batch(recs))
+    batch[57:61] = (2**31 - 1).to_bytes(4, "big")
+    script = textwrap.dedent(f"""
+        import resource
+        from kproto import _codec
+        from kproto.errors import CorruptRecordError
+        size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), size + (1 << 30)))
+        try:
+            _codec.decode_records({bytes(batch)!r}, check_crc=False)
+        except CorruptRecordError as e:
+            print("corrupt:", e)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("corrupt:"), out.stderr[-2000:]
+
+
 def test_short_records_take_the_checked_path() -> None:
     """Bodies under 8 bytes (null key and value, no headers: 6) decode the same."""
     recs = [_record(None, None, offset_delta=i) for i in range(5)]
