@@ -70,8 +70,6 @@ cdef struct Decoder:
     BinOut hkey
     BinOut hvalue
     int64_t start_offset
-    Py_ssize_t rows_hint     # records in the whole decode (from the batch headers) and its
-    Py_ssize_t bytes_hint    # bytes: the first header room is sized from them
     Py_ssize_t decompressed  # bytes decompressed so far: all batches share max_decompressed
     int32_t headers_total
     bint views
@@ -137,37 +135,20 @@ cdef int reserve_batch(Decoder *d, Py_ssize_t rows, Py_ssize_t nbytes) except -1
     return 0
 
 
-cdef bint headers_fit(Decoder *d, Py_ssize_t nbytes) noexcept nogil:
-    """Whether the fast path may append the headers of a batch of ``nbytes`` (their keys
-    and values fit in it): 0 when int32 offsets could overflow (data near 2 GiB), and the
-    checked appends take them."""
-    return not (d.hkey.wide or d.hvalue.wide or d.hkey.data.len + nbytes > 0x7FFFFFFF
-                or d.hvalue.data.len + nbytes > 0x7FFFFFFF)
-
-
-cdef struct HeaderRoom:         # how far the fast path may append headers without checks
-    Py_ssize_t rows             # headers, from the Decoder's lengths on
-    Py_ssize_t hk_end           # where header key bytes must end (kp_copy's 16 bytes after)
-    Py_ssize_t hv_end           # the same for header values
-
-
-cdef int headers_room(Decoder *d, Py_ssize_t rows, Py_ssize_t nbytes,
-                      HeaderRoom *room) except -1 nogil:
-    """Room for at least ``rows`` more headers whose keys (and values) take ``nbytes`` at
-    most, growing the buffers as they grow (doubling); ``room``: what they now hold, and a
-    header-value bitmap, if there is one, covered ahead for it. Reserving only what the
-    headers take (not the most a batch could hold) keeps the blocks the size of the data:
-    blocks far bigger than their data were mapped afresh by every small decode."""
-    gb_reserve(&d.hkey.offsets, 4 * rows)
-    gb_reserve(&d.hvalue.offsets, 4 * rows)
+cdef int reserve_headers(Decoder *d, Py_ssize_t nbytes) except -1 nogil:
+    """Room for the headers of a batch of ``nbytes`` (a header takes at least 2 bytes, and
+    its key and value fit in the batch). Returns 1, or 0 when the header columns take the
+    checked appends (data near 2 GiB)."""
+    cdef Py_ssize_t count = nbytes // 2 + 1
+    if (d.hkey.wide or d.hvalue.wide or d.hkey.data.len + nbytes > 0x7FFFFFFF
+            or d.hvalue.data.len + nbytes > 0x7FFFFFFF):
+        return 0
+    gb_reserve(&d.hkey.offsets, 4 * count)
     gb_reserve(&d.hkey.data, nbytes + 16)
+    gb_reserve(&d.hvalue.offsets, 4 * count)
     gb_reserve(&d.hvalue.data, nbytes + 16)
-    room.rows = min(d.hkey.offsets.cap - d.hkey.offsets.len,
-                    d.hvalue.offsets.cap - d.hvalue.offsets.len) // 4
-    room.hk_end = d.hkey.data.cap - 16
-    room.hv_end = d.hvalue.data.cap - 16
-    bin_cover(&d.hvalue, d.hvalue.rows + room.rows)
-    return 0
+    bin_cover(&d.hvalue, d.hvalue.rows + count)
+    return 1
 
 
 cdef enum PutMode:
@@ -363,8 +344,7 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
     cdef Py_ssize_t hk_len_at = 0, hv_len_at = 0, hk_at = 0, hv_at = 0, j = 0
     cdef int32_t *hk_offsets = NULL
     cdef int32_t *hv_offsets = NULL
-    cdef HeaderRoom room        # rows 0: reserve at the next header the fast path appends
-    room.rows = room.hk_end = room.hv_end = 0
+    cdef Py_ssize_t hcover = 0  # header rows reserved (for a first null value)
     # A record takes at least 7 bytes, so this batch adds at most that many rows, and its
     # keys and values fit in its own length: reserve once, append unchecked below.
     cdef Py_ssize_t nbytes = stop - start
@@ -468,23 +448,15 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
             if f.header_count:
                 if keep:
                     if hmode < 0:
-                        hmode = headers_fit(d, nbytes)
-                        hk_len_at, hv_len_at, j = d.hkey.data.len, d.hvalue.data.len, 0
+                        hmode = reserve_headers(d, nbytes)
+                        hcover = d.hvalue.rows + nbytes // 2 + 1
+                        if hmode:
+                            hk_len_at, hv_len_at, j = d.hkey.data.len, d.hvalue.data.len, 0
+                            hk_offsets = <int32_t *> (d.hkey.offsets.data + d.hkey.offsets.len)
+                            hv_offsets = <int32_t *> (d.hvalue.offsets.data
+                                                      + d.hvalue.offsets.len)
                     if not hmode:
                         break
-                    # room for the record's headers: its count, keys and values in its bytes
-                    if (j + f.header_count > room.rows or hk_len_at + (rec_end - q) > room.hk_end
-                            or hv_len_at + (rec_end - q) > room.hv_end):
-                        headers_sync(d, hk_len_at, hv_len_at, j)
-                        if d.hkey.offsets.cap == 0:     # the decode's first: one a record
-                            headers_room(d, f.header_count + d.rows_hint,
-                                         rec_end - q + d.bytes_hint // 8, &room)
-                        else:           # (a count the batch's bytes cannot hold: rows)
-                            headers_room(d, f.header_count + min(count - i, rows),
-                                         rec_end - q, &room)
-                        hk_len_at, hv_len_at, j = d.hkey.data.len, d.hvalue.data.len, 0
-                        hk_offsets = <int32_t *> (d.hkey.offsets.data + d.hkey.offsets.len)
-                        hv_offsets = <int32_t *> (d.hvalue.offsets.data + d.hvalue.offsets.len)
                     hk_at, hv_at = hk_len_at, hv_len_at     # kept only if the record is
                 for h in range(<int32_t> f.header_count):
                     if rec_end - q < 2:
@@ -529,10 +501,11 @@ cdef int decode_v2_records(Decoder *d, const unsigned char *base, Py_ssize_t sta
             if record_checked(d, &p, end, base, &f, base_offset, &offset) != 0:
                 return -2 if d.err else -1
             keep = offset >= d.start_offset
-            if hmode > 0:       # its headers moved the columns on and may have started a
-                # bitmap: the fast path's next header reserves, and covers it, again
+            if hmode > 0:       # its header values may have started a bitmap: cover the batch
+                bin_cover(&d.hvalue, hcover)
                 hk_len_at, hv_len_at, j = d.hkey.data.len, d.hvalue.data.len, 0
-                room.rows = 0
+                hk_offsets = <int32_t *> (d.hkey.offsets.data + d.hkey.offsets.len)
+                hv_offsets = <int32_t *> (d.hvalue.offsets.data + d.hvalue.offsets.len)
         if not keep:
             continue
         if n == n_limit:

@@ -57,7 +57,6 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
         # Reserve room from the batch headers (virtual memory is cheap; regrowing is not),
         # the largest first: each takes the best of the recycled blocks left.
         rows_hint = _rows_hint(base, end)
-        d.rows_hint, d.bytes_hint = rows_hint, end
         bin_init(&d.value, rows_hint, end, binary_view)
         bin_init(&d.key, rows_hint, end // 4, binary_view)
         gb_hint(&d.offset, 8 * rows_hint)

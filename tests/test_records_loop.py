@@ -261,10 +261,10 @@ def test_headers_the_fast_path_gives_up_on_are_undone() -> None:
 
 
 def test_header_room_grows_with_the_headers() -> None:
-    """The fast path reserves header room as headers come (not the most a batch could
-    hold): one small header a record, then records whose headers outgrow the room again
-    and again (63 a record, long values), a null header value (the checked path starts a
-    bitmap, which later fast records must find covered), records before start_offset."""
+    """Header room for the fast path: one small header a record, then records whose
+    headers take more and more (63 a record, long values), a null header value (the
+    checked path starts a bitmap, which later fast records must find covered), records
+    before start_offset."""
     import random
 
     rng = random.Random(17)
@@ -282,10 +282,10 @@ def test_header_room_grows_with_the_headers() -> None:
 
 def test_header_room_follows_the_batch_bytes_not_its_claimed_count() -> None:
     """A batch claiming 2**31 - 1 records holds three: a fast record with a header, one the
-    checked path reads (a null header value), a fast one again, whose room is reserved from
-    the records left. The fuzzer (ASan) found that reservation sized by the claimed count
-    (8 GB); capped by the batch's bytes, the decode reports the missing records, with the
-    address space limited to 1 GB more than the process has."""
+    checked path reads (a null header value), a fast one again. The fuzzer (ASan) found a
+    version of the loop that sized header room from the claimed count (8 GB, docs/
+    fuzzing.md finding 21); room follows the batch's bytes, and the decode reports the
+    missing records with the address space limited to 1 GB more than the process has."""
     import subprocess
     import sys
     import textwrap
