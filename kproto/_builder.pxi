@@ -116,7 +116,7 @@ cdef class RecordsBuilder:
             raise IndexError(f"record {i} of {self.count}")
         return (<int64_t *> self.stamps.data)[i]
 
-    def build(self, int codec=0, int level=-1):
+    def build(self, int codec=0, level=None):
         """The record batch v2 of the records (base offset 0, no producer id)."""
         cdef Py_ssize_t n = self.count
         cdef const unsigned char[::1] payload
@@ -124,7 +124,7 @@ cdef class RecordsBuilder:
             raise _EncodeError("a record batch needs at least one record")
         if codec:
             records = PyBytes_FromStringAndSize(self.buf.data + 61, self.buf.len - 61)
-            payload = _compression.compress(codec, records, level=None if level < 0 else level)
+            payload = _compression.compress(codec, records, level=level)
             batch = PyBytes_FromStringAndSize(NULL, 61 + payload.shape[0])
             if payload.shape[0]:
                 memcpy(PyBytes_AS_STRING(batch) + 61, &payload[0], <size_t> payload.shape[0])

@@ -81,7 +81,7 @@ def encode_batch_v2(Py_ssize_t n, key, value, timestamps, headers=None, *,
                     int64_t base_offset=0, int codec=0, int64_t producer_id=-1,
                     int producer_epoch=-1, int32_t base_sequence=-1, bint transactional=False,
                     int32_t partition_leader_epoch=-1, bint log_append_time=False,
-                    int compression_level=-1, rows=None):
+                    compression_level=None, rows=None):
     """Encode ``n`` records into one record batch v2 (see kproto.records.encode).
 
     ``key``/``value``: (offsets, data, validity or None, validity bit offset) with
@@ -216,8 +216,7 @@ def encode_batch_v2(Py_ssize_t n, key, value, timestamps, headers=None, *,
                         p += hvlen
     cdef const unsigned char[::1] payload
     if codec:
-        payload = _compression.compress(codec, records,
-                                        level=None if compression_level < 0 else compression_level)
+        payload = _compression.compress(codec, records, level=compression_level)
         batch = PyBytes_FromStringAndSize(NULL, 61 + payload.shape[0])
         if payload.shape[0]:
             memcpy(PyBytes_AS_STRING(batch) + 61, &payload[0], <size_t> payload.shape[0])

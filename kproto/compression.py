@@ -353,8 +353,30 @@ def _unzstd(data: Any, max_size: int) -> Any:
 # --------------------------------------------------------------------------- compress
 
 
+# the levels each codec has (Java's compression.gzip.level and compression.zstd.level); lz4
+# frames take any level (negative: faster, past 16: 16) and snappy none
+_LEVELS = {GZIP: (-1, 9), ZSTD: (-131072, 22)}
+
+
+def check_level(codec: int, level: Any) -> None:
+    """Raise ConfigError for a compression level ``codec`` does not have; None is its
+    default (gzip 9, lz4 0, zstd 3), and negative levels are levels (zstd's and lz4's
+    faster ones; gzip's -1: zlib's default, 6)."""
+    if level is None:
+        return
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise ConfigError(f"compression level must be an int or None, not {level!r}")
+    low, high = _LEVELS.get(codec, (level, level))
+    if not low <= level <= high:
+        raise ConfigError(f"compression level {level} is outside {CODEC_NAMES.get(codec, codec)}'s "
+                          f"{low} to {high}")
+
+
 def compress(codec: int, data: Any, *, level: int | None = None, magic: int = 2) -> bytes:
-    """Compress a batch's records the way the Java client does."""
+    """Compress a batch's records the way the Java client does, at the codec's ``level``
+    (None: its default; see :func:`check_level`)."""
+    if level is not None:
+        check_level(codec, level)
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:

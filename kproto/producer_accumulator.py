@@ -212,7 +212,7 @@ class RecordAccumulator(_AccumulatorCore):
         self.compression = config["compression_type"]
         self.compression_level = config["compression_level"]
         self._codec = compression.codec_id(self.compression)
-        self._level = -1 if self.compression_level is None else self.compression_level
+        compression.check_level(self._codec, self.compression_level)
         self._ready: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._muted: set[TopicPartition] = set()     # partitions with a batch in flight
         #: batches not done yet (flush waits for those there when it starts)
@@ -281,7 +281,7 @@ class RecordAccumulator(_AccumulatorCore):
         if b.table is not None:
             b.payload = self.encode_table(b.table)
         else:
-            b.payload = b.records.build(self._codec, self._level)
+            b.payload = b.records.build(self._codec, self.compression_level)
         b.stamped = None
 
     def begin_flush(self) -> list[ProducerBatch]:

@@ -224,3 +224,39 @@ def test_rows_of_every_row_take_and_sizes() -> None:
         actual = len(records.encode(t.slice(i, 1))) - records.batch.HEADER_SIZE
         assert actual <= sizes[i] <= actual + records.batch.RECORD_OVERHEAD + 4 * headers[i]
     assert records.Rows(t, [5, 0, 5]).sizes().tolist() == [sizes[5], sizes[0], sizes[5]]
+
+
+@pytest.mark.parametrize(("codec", "level"), [("zstd", -1), ("zstd", -20), ("lz4", -4),
+                                              ("gzip", -1), ("gzip", 1), ("zstd", 22)])
+def test_compression_levels_reach_the_codec_in_both_twins(codec: str, level: int) -> None:
+    """``compression_level`` is the codec's level, negative ones included (they were taken
+    for "unset" and silently replaced by the default); None is the default."""
+    from kproto.compression import codec_id, compress
+
+    values = [b"%d-" % i + b"abcdefgh" * (i % 17) for i in range(500)]
+    args = (500, records._binary_input(None, 500, "key"),
+            records._binary_input(values, 500, "value"),
+            records._timestamps(np.zeros(500, np.int64), 500), None)
+    kw = dict(codec=codec_id(codec), compression_level=level)
+    fast = _codec.encode_batch_v2(*args, **kw)
+    assert fast == _pure.encode_batch_v2(*args, **kw)
+    assert fast == records.encode(value=values, compression=codec, compression_level=level,
+                                  timestamp=np.zeros(500, np.int64))
+    plain = _codec.encode_batch_v2(*args)
+    assert fast[61:] == compress(codec_id(codec), plain[61:], level=level)
+    assert [r.value for r in records.decode(fast).to_pylist()] == values
+
+
+@pytest.mark.parametrize(("codec", "level"), [("gzip", -2), ("gzip", 10), ("zstd", 23),
+                                              ("zstd", -131073), ("lz4", 1.5), ("zstd", True)])
+def test_compression_levels_a_codec_does_not_have_are_refused(codec: str, level) -> None:
+    from kproto import Producer
+    from kproto.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="compression[ _]level"):
+        records.encode(value=[b"x"], compression=codec, compression_level=level)
+    if isinstance(level, float):
+        return          # (the Producer's config reads numbers the way it reads strings)
+    with pytest.raises(ConfigError, match="compression[ _]level"):
+        Producer(bootstrap_servers="127.0.0.1:1", compression_type=codec,
+                 compression_level=level)

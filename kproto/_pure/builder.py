@@ -59,7 +59,7 @@ class RecordsBuilder:
             raise IndexError(f"record {i} of {self.count}")
         return self._stamps[i]
 
-    def build(self, codec: int = 0, level: int = -1) -> bytes:
+    def build(self, codec: int = 0, level: int | None = None) -> bytes:
         """The record batch v2 of the records (base offset 0, no producer id)."""
         if not self._rows:
             raise EncodeError("a record batch needs at least one record")

@@ -39,7 +39,7 @@ def encode_batch_v2(n: int, key: Any, value: Any, timestamps: Any, headers: Any 
                     base_offset: int = 0, codec: int = 0, producer_id: int = -1,
                     producer_epoch: int = -1, base_sequence: int = -1,
                     transactional: bool = False, partition_leader_epoch: int = -1,
-                    log_append_time: bool = False, compression_level: int = -1,
+                    log_append_time: bool = False, compression_level: int | None = None,
                     rows: Any = None) -> bytes:
     """Encode ``n`` records into one record batch v2 (see kproto.records.encode).
     ``rows``: record i is row ``rows[i]`` of the columns (None: row i)."""
@@ -88,8 +88,7 @@ def encode_batch_v2(n: int, key: Any, value: Any, timestamps: Any, headers: Any 
             body += _zigzag(-1) if hv is None else _zigzag(len(hv)) + hv
         records += _zigzag(len(body)) + body
     payload = compression.compress(codec, bytes(records),
-                                   level=None if compression_level < 0 else compression_level
-                                   ) if codec else bytes(records)
+                                   level=compression_level) if codec else bytes(records)
     attributes = (codec & 0x07) | (0x08 if log_append_time else 0) | (0x10 if transactional else 0)
     header = bytearray(_HEADER.pack(base_offset, 49 + len(payload), partition_leader_epoch, 2, 0,
                                     attributes, n - 1, base_ts, max(ts), producer_id,

@@ -192,7 +192,7 @@ def encode(
         n, key_in, value_in, ts_in, headers_in, base_offset=base_offset,
         codec=codec_id, producer_id=producer_id, producer_epoch=producer_epoch,
         base_sequence=base_sequence, transactional=transactional,
-        compression_level=-1 if compression_level is None else compression_level,
+        compression_level=compression_level,
         rows=rows))
 
 
