@@ -375,8 +375,7 @@ def check_level(codec: int, level: Any) -> None:
 def compress(codec: int, data: Any, *, level: int | None = None, magic: int = 2) -> bytes:
     """Compress a batch's records the way the Java client does, at the codec's ``level``
     (None: its default; see :func:`check_level`)."""
-    if level is not None:
-        check_level(codec, level)
+    check_level(codec, level)
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
