@@ -26,6 +26,7 @@ reason; with ``errors="null"`` they become nulls, and
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -33,8 +34,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, FormatError, SchemaError, SchemaRegistryError
-from ..schema_registry import SchemaRegistryClient, as_client
-from . import _wire
+from ..schema_registry import RegisteredSchema, SchemaRegistryClient, as_client
+from . import _references, _wire
 from . import json as json_format
 
 __all__ = ["FORMATS", "STRATEGIES", "Decoded", "decode", "decode_with_bad_rows", "encode",
@@ -78,6 +79,7 @@ def decode_with_bad_rows(values: Any, format: str, *, schema: Any = None, regist
         raise ConfigError(f"errors must be 'raise' or 'null', not {errors!r}")
     column = _wire.as_binary(values)
     client = as_client(registry)
+    schema, reader_schema = _reader(schema, format, client), _reader(reader_schema, format, client)
     if client is not None and schema is not None and reader_schema is not None:
         raise ConfigError("with a registry the writer schemas come from the ids: give the "
                           "reader schema as schema= or reader_schema=, not both")
@@ -110,6 +112,11 @@ def reader_type(format: str, *, schema: Any = None, registry: Any = None,
     the registry (what a Spark DataFrame's schema is planned from)."""
     format = _check_format(format)
     client = as_client(registry)
+    schema = _reader(schema, format, client)
+    if format == "protobuf" and hasattr(schema, "message_types_by_name"):
+        from . import protobuf
+
+        schema = protobuf.message_in(schema)      # a registered file: its only message
     named = format == "protobuf" and isinstance(schema, str)     # a message of the subject's
     if schema is None or named:
         if client is None or subject is None:
@@ -151,49 +158,57 @@ def encode(array: Any, format: str, *, schema: Any = None, registry: Any = None,
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     client = as_client(registry)
-    if client is not None and subject is None:
+    registered = schema if isinstance(schema, RegisteredSchema) else None
+    if client is not None and subject is None and registered is None:
         raise ConfigError("encoding with a registry needs the subject to register under "
                           "(e.g. '<topic>-value')")
+    if registered is None and client is not None and (
+            schema is None or (format == "protobuf" and isinstance(schema, str))):
+        # the subject's latest schema, framed with its id: nothing registered
+        assert subject is not None
+        try:
+            registered = client.get_latest(subject, format="serialized"
+                                           if format == "protobuf" else None)
+        except SchemaRegistryError as exc:
+            if exc.error_code != 40401 or format != "json":    # JSON: derived below
+                raise
+    schema_id = None
+    if registered is not None:
+        if client is None:
+            raise ConfigError("encoding with a registered schema needs registry=")
+        if registered.schema_id is None:
+            raise ConfigError(f"the registered schema of {registered.subject} has no id")
+        schema_id = registered.schema_id
+        found = _registered(registered, format, client)
+        if format == "protobuf":        # a message of the file: by name, or the first
+            from . import protobuf
+
+            found = protobuf.message_in(found, schema if isinstance(schema, str) else None)
+        schema = found
     prefix = b""
     if format == "protobuf":
         from . import protobuf
 
-        schema_id = None
-        if client is not None and (schema is None or isinstance(schema, str)):
-            # a message (by name, or the only one) of the subject's latest schema, framed
-            # with that schema's id: nothing registered
-            assert subject is not None
-            latest = client.get_latest(subject, format="serialized")
-            descriptor = protobuf.message_in(_registered(latest, format, client), schema)
-            schema_id = latest.schema_id
-        elif schema is None or isinstance(schema, str):
+        if schema is None or isinstance(schema, str):
             raise ConfigError("encoding protobuf needs the message class (schema=), or a "
                               "registry subject whose schema holds the message")
-        else:
-            descriptor = protobuf.message_descriptor(schema)
+        descriptor = protobuf.message_descriptor(schema)
         if client is not None:
-            assert subject is not None
             if schema_id is None:
+                assert subject is not None
                 schema_id = protobuf.register(client, subject, descriptor, auto_register)
             prefix = _wire.header(schema_id) + _wire.encode_message_indexes(
                 protobuf.indexes_of(descriptor))
         return protobuf.encode(array, descriptor, prefix=prefix)
-    if schema is None and client is not None:
-        assert subject is not None
-        try:
-            schema = _registered(client.get_latest(subject), format, client)
-            auto_register = False
-        except SchemaRegistryError as exc:
-            if exc.error_code != 40401 or format != "json":    # JSON: derived below
-                raise
     if format == "json" and schema is None:
         schema = json_format.json_schema(array.type)
     if client is not None:
-        assert subject is not None
-        text = _schema_text(schema, format)
-        kind = _REGISTRY_TYPES[format]
-        schema_id = client.register(subject, text, kind) if auto_register \
-            else _lookup_id(client, subject, text, kind)
+        if schema_id is None:
+            assert subject is not None
+            text = _schema_text(schema, format)
+            kind = _REGISTRY_TYPES[format]
+            schema_id = client.register(subject, text, kind) if auto_register \
+                else _lookup_id(client, subject, text, kind)
         prefix = _wire.header(schema_id)
     if format == "json":
         return json_format.encode(array, prefix=prefix)
@@ -326,11 +341,8 @@ def _decode_avro(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], rea
     for schema_id, writer in writers.items():
         parsed = _parse_avro(writer)
         # the writer is the reader: no resolution to make
-        same = None if writer is reader or writer == reader else parsed_reader
-        if single:
-            array, found = avro.decode(column, parsed, same, skip=_wire.HEADER, errors=errors)
-            return Decoded(array, np.asarray(found, np.int64))
-        rows = np.flatnonzero(ids == schema_id).astype(np.int64)
+        same = None if writer is reader or parsed == parsed_reader else parsed_reader
+        rows = None if single else np.flatnonzero(ids == schema_id).astype(np.int64)
         try:
             array, found = avro.decode(column, parsed, same, skip=_wire.HEADER, rows=rows,
                                        errors=errors)
@@ -338,6 +350,17 @@ def _decode_avro(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], rea
             if first is None or (exc.row or 0) < (first.row or 0):
                 first = exc
             continue
+        except SchemaError as exc:
+            # this writer's rows cannot be resolved to the reader (FORWARD compatibility:
+            # a reader field without default that the old writer lacks): bad rows, the
+            # others decode
+            mine = np.flatnonzero(ids == schema_id).tolist() if rows is None else rows.tolist()
+            reason = f"schema id {schema_id} cannot be read as the reader schema: {exc}"
+            bad.update(dict.fromkeys(mine, reason))
+            bad_rows.update(mine)
+            continue
+        if single:
+            return Decoded(array, np.asarray(found, np.int64))
         pieces.append((rows, array))
         bad_rows.update(np.asarray(found).tolist())
     if errors == "raise" and (first is not None or bad):
@@ -361,16 +384,54 @@ def _check_format(format: str) -> str:
 
 
 def _registered(found: Any, format: str, client: SchemaRegistryClient) -> Any:
-    """The schema of a registry answer, checked to be of ``format``."""
+    """The schema of a registry answer, checked to be of ``format``, with the schemas it
+    references resolved (recursively, each once): an AvroSchema parsed with them, a JSON
+    Schema with them bundled, a Protobuf file descriptor with its imports. Kept per
+    registry, so a task asks for each referenced version once."""
     kind = _REGISTRY_TYPES[format]
     if found.schema_type != kind:
         raise SchemaError(f"schema id {found.schema_id} is a {found.schema_type} schema, not "
                           f"{kind}")
+    key = (tuple(client.urls), found, format)
+    hit = _RESOLVED.get(key)
+    if hit is not None:
+        return hit
     if format == "protobuf":
         from . import protobuf
 
-        return protobuf.from_registry(found, client)
-    return found.schema
+        schema = protobuf.from_registry(found, client)
+    elif not found.references:
+        schema = found.schema if format == "json" else _parse_avro(found.schema)
+    else:
+        refs = _references.resolve(client, found)
+        if format == "avro":
+            from . import avro
+
+            schema = avro.parse_schema(found.schema, [r.schema for _, r in refs])
+        else:
+            schema = json_format.bundle(found.schema, {name: r.schema for name, r in refs})
+    with _RESOLVED_LOCK:
+        _RESOLVED[key] = schema
+        while len(_RESOLVED) > 256:
+            _RESOLVED.pop(next(iter(_RESOLVED)))
+    return schema
+
+
+_RESOLVED: dict[tuple[Any, ...], Any] = {}
+_RESOLVED_LOCK = threading.Lock()
+
+
+def _reader(schema: Any, format: str, client: SchemaRegistryClient | None) -> Any:
+    """A schema argument as the decoders take it: a RegisteredSchema (from
+    ``client.get_version``...) with its references resolved through ``client``."""
+    if not isinstance(schema, RegisteredSchema):
+        return schema
+    if client is None and not schema.references and format != "protobuf":
+        return schema.schema
+    if client is None:
+        raise ConfigError("a registered schema (RegisteredSchema) needs registry= to resolve "
+                          "its references")
+    return _registered(schema, format, client)
 
 
 def _parse_avro(schema: Any) -> Any:

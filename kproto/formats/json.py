@@ -32,7 +32,7 @@ import pyarrow.json as pajson
 from ..errors import FormatError, SchemaError
 from ._wire import assemble, buffers, json_lines
 
-__all__ = ["arrow_type", "decode", "encode", "json_schema"]
+__all__ = ["arrow_type", "bundle", "decode", "encode", "json_schema"]
 
 def arrow_type(schema: str | Mapping[str, Any]) -> pa.DataType:
     """The Arrow type pyarrow's JSON reader reads values of a JSON Schema into."""
@@ -44,6 +44,60 @@ def arrow_type(schema: str | Mapping[str, Any]) -> pa.DataType:
     if not isinstance(schema, Mapping):
         raise SchemaError(f"a JSON Schema is an object, not {type(schema).__name__}")
     return _convert(schema, schema, "$")
+
+
+def bundle(schema: str | Mapping[str, Any],
+           references: Mapping[str, str | Mapping[str, Any]]) -> dict[str, Any]:
+    """One JSON Schema made of a registered schema and the schemas it references
+    (Confluent's schema references: a ``$ref`` naming a reference, ``"address.json"`` or
+    ``"https://acme.com/address.json#/$defs/Street"``): each referenced schema is moved
+    under ``$defs`` and every ``$ref`` to it made local, so that :func:`arrow_type`
+    (local ``$ref`` only) reads it. ``references``: name -> schema, in any order."""
+    docs = {name: _load(text, f"reference {name!r}") for name, text in references.items()}
+    keys = {name: f"kproto-ref-{i}" for i, name in enumerate(docs)}
+
+    def target_of(uri: str) -> str | None:
+        if uri in docs:
+            return uri
+        for name in docs:       # an absolute URL naming a reference by its last segments
+            if uri.endswith("/" + name.lstrip("/")):
+                return name
+        return None
+
+    def local(ref: str, home: str | None) -> str:
+        uri, _, fragment = ref.partition("#")
+        if not uri:             # local to the document the $ref is in
+            return "#" + ("" if home is None else f"/$defs/{home}") + fragment
+        name = target_of(uri)
+        if name is None:
+            raise SchemaError(f"$ref {ref!r} names no schema reference (references: "
+                              f"{', '.join(sorted(docs)) or 'none'})")
+        return f"#/$defs/{keys[name]}" + fragment
+
+    def rewrite(node: Any, home: str | None) -> Any:
+        if isinstance(node, list):
+            return [rewrite(v, home) for v in node]
+        if not isinstance(node, Mapping):
+            return node
+        return {k: local(v, home) if k == "$ref" and isinstance(v, str) else rewrite(v, home)
+                for k, v in node.items()}
+
+    out = rewrite(_load(schema, "the schema"), None)
+    if not isinstance(out, dict):
+        raise SchemaError("a JSON Schema with references must be an object")
+    defs = dict(out.get("$defs") or {})
+    defs.update({keys[name]: rewrite(doc, keys[name]) for name, doc in docs.items()})
+    out["$defs"] = defs
+    return out
+
+
+def _load(schema: str | Mapping[str, Any], what: str) -> Any:
+    if not isinstance(schema, str):
+        return schema
+    try:
+        return json.loads(schema)
+    except ValueError as exc:
+        raise SchemaError(f"JSON Schema ({what}) is not JSON: {exc}") from None
 
 
 def _resolve(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> Mapping[str, Any]:

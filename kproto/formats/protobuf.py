@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from ..errors import EncodeError, FormatError, SchemaError
 from ..schema_registry import RegisteredSchema, SchemaReference, SchemaRegistryClient
-from . import _wire
+from . import _references, _wire
 
 __all__ = ["arrow_type", "decode", "encode", "message_descriptor"]
 
@@ -337,11 +337,7 @@ def from_registry(found: RegisteredSchema, client: SchemaRegistryClient) -> Any:
     pool = descriptor_pool.DescriptorPool()
     added: set[str] = set()
 
-    def add(schema: RegisteredSchema, name: str | None) -> Any:
-        for ref in schema.references:
-            if ref.name not in added:
-                add(client.get_version(ref.subject, ref.version, format="serialized"),
-                    ref.name)
+    def add(schema: RegisteredSchema) -> Any:
         proto = _file_proto(schema.schema, descriptor_pb2)
         for dependency in proto.dependency:
             if dependency not in added:
@@ -350,12 +346,15 @@ def from_registry(found: RegisteredSchema, client: SchemaRegistryClient) -> Any:
                 known.CopyToProto(known_proto)
                 pool.Add(known_proto)
                 added.add(dependency)
-        pool.Add(proto)
-        added.add(proto.name)
+        if proto.name not in added:         # (two subjects may hold one file)
+            pool.Add(proto)
+            added.add(proto.name)
         return pool.FindFileByName(proto.name)
 
     try:
-        return add(found, None)
+        for _, referenced in _references.resolve(client, found, format="serialized"):
+            add(referenced)
+        return add(found)
     except KeyError as exc:
         raise SchemaError(f"protobuf schema {found.schema_id}: unresolved import {exc}") \
             from None
