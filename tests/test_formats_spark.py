@@ -247,3 +247,59 @@ def test_protobuf_read_typed_write_back_read_again(spark, tansu):
                  else None, "counts": dict(o.counts), "lines": [{"sku": o.lines[0].sku}],
                  "big": decimal.Decimal(o.big), "raw": bytearray(o.raw)} for o in orders]
     assert got == expected
+
+
+def test_streaming_typed_read_survives_a_new_schema_version(spark, tansu, unique_topic):
+    """Issue 26 item 1: a running typed streaming read while a compatible v2 is registered
+    and v2 records arrive. Rows of both versions decode to the reader schema the query
+    started with (v1), the query keeps running, and the executors never ask the registry
+    for `latest`: after warm-up, batches ask nothing."""
+    v1 = {"type": "record", "name": "User", "namespace": "evo", "fields": [
+        {"name": "name", "type": "string"}, {"name": "n", "type": "long"}]}
+    v2 = {**v1, "fields": v1["fields"] + [
+        {"name": "email", "type": ["null", "string"], "default": None}]}
+    topic = unique_topic
+    with SchemaRegistryServer() as registry:
+        client = SchemaRegistryClient(registry.url)
+        with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+            admin.create_topics({topic: 1}, exist_ok=True)
+
+        def send(schema: dict, first: int, n: int) -> None:
+            from kproto import formats
+
+            rows = [{"name": f"u{i}", "n": i, **({"email": f"{i}@x"} if schema is v2 else {})}
+                    for i in range(first, first + n)]
+            values = formats.encode(pa.array(rows), "avro", schema=schema, registry=client,
+                                    subject=f"{topic}-value")
+            with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+                producer.send_batch(topic, pa.table({"value": values})).result(30)
+
+        send(v1, 0, 50)
+        stream = (spark.readStream.format("kproto")
+                  .option("kafka.bootstrap.servers", tansu.bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest")
+                  .option("valueFormat", "avro")
+                  .option("schema.registry.url", registry.url).load())
+        name = f"evo_{topic.replace('-', '_')}"
+        query = (stream.select("value.name", "value.n").writeStream.format("memory")
+                 .queryName(name).start())
+        try:
+            query.processAllAvailable()
+            send(v2, 50, 50)                   # registers v2 under the running query
+            query.processAllAvailable()
+            warm = len(registry.requests)
+            for first in (100, 130, 160):      # both versions, batch after batch
+                send(v1, first, 10)
+                send(v2, first + 10, 20)
+                query.processAllAvailable()
+            assert query.isActive and query.exception() is None
+            asked = [r for r in registry.requests[warm:] if r[0] == "GET"]
+            # no `latest`; the executors know both ids by now (a Python worker that has
+            # not met v2 yet asks once: local[2] has two)
+            assert not [r for r in asked if "latest" in r[1]] and len(asked) <= 2, asked
+            got = sorted((r["name"], r["n"]) for r in spark.sql(f"select * from {name}")
+                         .collect())
+            assert got == sorted((f"u{i}", i) for i in range(190))
+            assert spark.sql(f"select * from {name}").columns == ["name", "n"]
+        finally:
+            query.stop()

@@ -13,6 +13,7 @@ pytest.importorskip("pyspark")
 
 from kproto import formats  # noqa: E402
 from kproto.errors import ConfigError  # noqa: E402
+from kproto.schema_registry import SchemaRegistryClient  # noqa: E402
 from kproto.spark import typed  # noqa: E402
 from kproto.testing import SchemaRegistryServer  # noqa: E402
 
@@ -154,3 +155,67 @@ def test_recursive_avro_schema_inline_unrolled_by_the_option():
         {"type": "record", "name": "P", "fields": [{"name": "v", "type": "int"}]})}
     (column,) = typed.read_formats({**plain, "recursiveFieldMaxDepth": "3"})   # no effect
     assert column.reader is None
+
+
+def test_timestamp_nanos_read_as_exact_long_nanoseconds():
+    """Issue 26 item 6: a valid timestamp-nanos value failed the Spark task (ArrowInvalid
+    'would lose data' in the cast to microseconds). Spark has no nanosecond timestamp;
+    spark-avro reads timestamp-nanos as a long: so does kproto, exactly."""
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-nanos"}},
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-nanos"}},
+        {"name": "us", "type": {"type": "long", "logicalType": "timestamp-micros"}}]}
+    nanos = [1_700_000_000_123_456_789, -1, 2**63 - 1]
+    arrow = formats.reader_type("avro", schema=schema)
+    t = typed.spark_type(arrow)
+    assert t == pa.struct([("ts", pa.int64()), ("local", pa.int64()),
+                           ("us", pa.timestamp("us", tz="UTC"))])
+    array = pa.array([{"ts": n, "local": n, "us": 5} for n in nanos],
+                     pa.struct([("ts", pa.int64()), ("local", pa.int64()), ("us", pa.int64())]))
+    values = formats.encode(array.cast(arrow), "avro", schema=schema)
+    column = typed.ColumnFormat("value", "avro", None, schema, None, arrow, t, "raise")
+    out = column.decode(values)
+    assert out.field("ts").to_pylist() == nanos and out.field("local").to_pylist() == nanos
+
+
+def test_planned_reader_schema_is_kept_when_the_subject_evolves():
+    """Issue 26 item 1: executors decoded with the subject's `latest`, asked per batch, so
+    a v2 registered under a running query changed the type under Spark's feet. The
+    reader schema is fixed on the driver (the version the query was planned with) and
+    executors never ask for `latest`; a reader created after v2 was registered, for a
+    query planned before, keeps the planned version."""
+    v1 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
+    v2 = {**v1, "fields": v1["fields"] + [{"name": "age", "type": "int", "default": 0}]}
+    with SchemaRegistryServer() as registry:
+        client = SchemaRegistryClient(registry.url)
+        client.register("users-value", v1)
+        options = {"subscribe": "users", "valueFormat": "avro",
+                   "schema.registry.url": registry.url}
+        planned = typed.spark_schema(pa.schema([("value", pa.binary())]),
+                                     typed.read_formats(options))
+        old = formats.encode(pa.array([{"name": "a"}]), "avro", schema=v1, registry=client,
+                             subject="users-value")
+        client.register("users-value", v2)
+        new = formats.encode(pa.array([{"name": "b", "age": 3}]), "avro", schema=v2,
+                             registry=client, subject="users-value")
+        (column,) = typed.read_formats(options, planned)
+        assert column.spark == pa.struct([("name", pa.string())])
+        import pickle
+
+        shipped = pickle.loads(pickle.dumps(column))        # as a task gets it
+        before = len(registry.requests)
+        values = pa.concat_arrays([old, new])
+        for _ in range(3):
+            assert shipped.decode(values).to_pylist() == [{"name": "a"}, {"name": "b"}]
+        asked = registry.requests[before:]
+        assert not [r for r in asked if "latest" in r[1]]
+        assert len(asked) <= 1                      # v2's id, once
+        # planned now: the latest
+        (column,) = typed.read_formats(options)
+        assert column.spark == pa.struct([("name", pa.string()), ("age", pa.int32())])
+        # a planned type no version has: a ConfigError, not a task failure later
+        other = typed.spark_schema(pa.schema([("value", pa.binary())]), typed.read_formats(
+            {**options, "valueSchema": '{"type": "record", "name": "X", "fields": ['
+             '{"name": "z", "type": "long"}]}'}))
+        with pytest.raises(ConfigError, match="no version of subject users-value"):
+            typed.read_formats(options, other)

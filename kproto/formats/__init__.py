@@ -39,7 +39,7 @@ from . import _references, _wire
 from . import json as json_format
 
 __all__ = ["FORMATS", "STRATEGIES", "Decoded", "decode", "decode_with_bad_rows", "encode",
-           "reader_type", "record_name", "subject_name"]
+           "reader_type", "record_name", "resolve_schema", "subject_name"]
 
 #: The formats :func:`decode` and :func:`encode` know.
 FORMATS = ("avro", "json", "protobuf")
@@ -245,6 +245,8 @@ def subject_name(topic: str, column: str, strategy: str = "TopicNameStrategy",
 def record_name(schema: Any, format: str) -> str | None:
     """The full name a schema gives its record (Avro name, JSON Schema title,
     Protobuf message), for the record naming strategies."""
+    if isinstance(schema, RegisteredSchema):
+        schema = schema.schema
     if isinstance(schema, str) and format != "protobuf":
         import json
 
@@ -381,6 +383,18 @@ def _check_format(format: str) -> str:
     if name not in FORMATS:
         raise ConfigError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
     return name
+
+
+def resolve_schema(found: RegisteredSchema, format: str, registry: Any) -> Any:
+    """The schema of a registry answer (``client.get_version(...)``, ``get_schema(id)``)
+    as :func:`decode` and :func:`encode` take it, the schemas it references resolved
+    through ``registry``: an Avro schema parsed with them, a JSON Schema with them bundled
+    under ``$defs``, a Protobuf file descriptor with its imports. Kept per registry: each
+    referenced version is asked once."""
+    client = as_client(registry)
+    if client is None:
+        raise ConfigError("resolve_schema needs a registry")
+    return _registered(found, _check_format(format), client)
 
 
 def _registered(found: Any, format: str, client: SchemaRegistryClient) -> Any:

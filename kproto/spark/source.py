@@ -94,7 +94,8 @@ class _Planner:
         self.settings = client_settings(options)
         self.include_headers = _bool(options, "includeHeaders", False)
         self.fail_on_data_loss = _bool(options, "failOnDataLoss", True)
-        self.typed = read_formats(options)      # valueFormat/keyFormat: types known now
+        # valueFormat/keyFormat: reader schemas fixed now, to the types the query was planned with
+        self.typed = read_formats(options, schema)
         self.min_partitions = _positive(options, "minPartitions")
         self.max_records = _positive(options, "maxRecordsPerPartition")
         # checked here, before anything is read: a bad option fails the query at once

@@ -32,8 +32,10 @@ Registry settings: ``schema.registry.url`` and any other
 from __future__ import annotations
 
 import json
+import threading
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +44,7 @@ import pyarrow.compute as pc
 
 from .. import formats
 from ..errors import ConfigError, SchemaError
-from ..schema_registry import SchemaRegistryClient
+from ..schema_registry import RegisteredSchema, SchemaRegistryClient
 from .options import _option
 
 STRATEGIES = formats.STRATEGIES
@@ -85,8 +87,8 @@ def spark_type(t: pa.DataType) -> pa.DataType:
                           for i, f in enumerate(branches)])
     if pa.types.is_dictionary(t):
         return spark_type(t.value_type)
-    if pa.types.is_timestamp(t):
-        return pa.timestamp("us", tz="UTC" if t.tz else None)
+    if pa.types.is_timestamp(t):    # nanoseconds: a long, as spark-avro reads timestamp-nanos
+        return pa.int64() if t.unit == "ns" else pa.timestamp("us", tz="UTC" if t.tz else None)
     if pa.types.is_time(t):
         return pa.int64()
     if t == pa.uint8():
@@ -140,6 +142,8 @@ def to_spark(array: pa.Array, target: pa.DataType) -> pa.Array:
         return pa.MapArray.from_arrays(array.offsets, keys, items, type=target, mask=mask)
     if pa.types.is_dictionary(t):
         return to_spark(array.dictionary_decode(), target)
+    if pa.types.is_timestamp(t) and t.unit == "ns":     # exact: nanoseconds, as a long
+        return array.cast(pa.int64())
     if pa.types.is_time(t):                  # microseconds since midnight, as a long
         raw = array.cast(pa.int32() if pa.types.is_time32(t) else pa.int64()).cast(pa.int64())
         factor = {"s": 1_000_000, "ms": 1000, "us": 1}.get(t.unit)
@@ -161,7 +165,11 @@ def _branch(array: pa.Array, i: int) -> pa.Array:
 
 @dataclass(frozen=True)
 class ColumnFormat:
-    """How one column (``key`` or ``value``) is decoded: what a task needs."""
+    """How one column (``key`` or ``value``) is decoded: what a task needs. The reader
+    schema is fixed on the driver when the query is planned (``registered``: the
+    subject's version the DataFrame's type was planned from, or the inline ``schema``);
+    executors resolve only the writer ids they meet against it, each once per Python
+    worker, and never ask the registry for ``latest``."""
 
     column: str
     format: str
@@ -173,20 +181,56 @@ class ColumnFormat:
     errors: str
     #: the reader schema of a recursive Avro schema, unrolled (recursiveFieldMaxDepth)
     reader: Any = None
+    #: the registered version the reader schema is (with ``schema`` None, or a Protobuf
+    #: message name)
+    registered: RegisteredSchema | None = None
+    #: names this query's registry client in an executor's process (see _shared_client)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
 
     def decode(self, values: pa.Array) -> pa.Array:
         if self.registry is not None:
-            array = formats.decode(values, self.format, registry=self.registry,
-                                   schema=self.reader if self.reader is not None
-                                   else self.schema, subject=self.subject, errors=self.errors)
+            client = _shared_client(self.token, self.registry)
+            array = formats.decode(values, self.format, registry=client,
+                                   reader_schema=self._reader(client), errors=self.errors)
         else:
             array = formats.decode(values, self.format, schema=self.schema,
                                    reader_schema=self.reader, errors=self.errors)
         return to_spark(array, self.spark)
 
+    def _reader(self, client: SchemaRegistryClient) -> Any:
+        if self.reader is not None:
+            return self.reader
+        if self.registered is None:
+            return self.schema
+        found = formats.resolve_schema(self.registered, self.format, client)     # (cached)
+        if self.format != "protobuf":
+            return found
+        from ..formats import protobuf
 
-def read_formats(options: Mapping[str, str]) -> tuple[ColumnFormat, ...]:
-    """The typed columns the options ask for (resolved now, on the driver)."""
+        return protobuf.message_in(found, self.schema)   # by name, or the file's only one
+
+
+#: The registry clients of running queries in this process, by ColumnFormat.token: a
+#: query's tasks share one client (its caches) in a Python worker, so a writer id met in
+#: one micro-batch is not asked again in the next.
+_CLIENTS: dict[str, SchemaRegistryClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _shared_client(token: str, client: SchemaRegistryClient) -> SchemaRegistryClient:
+    with _CLIENTS_LOCK:
+        found = _CLIENTS.get(token)
+        if found is None:
+            while len(_CLIENTS) >= 64:
+                _CLIENTS.pop(next(iter(_CLIENTS)))
+            found = _CLIENTS[token] = client
+        return found
+
+
+def read_formats(options: Mapping[str, str], planned: Any = None) -> tuple[ColumnFormat, ...]:
+    """The typed columns the options ask for, resolved now, on the driver. ``planned``:
+    the Spark schema (StructType) the query was planned with; a subject that gained a
+    version since then is read with the version that schema came from."""
     out = []
     client = registry_client(options)
     errors = (_option(options, "formatErrors") or "raise").strip().lower()
@@ -211,27 +255,73 @@ def read_formats(options: Mapping[str, str]) -> tuple[ColumnFormat, ...]:
             subject = f"{topics[0]}-{column}"
         if client is None and fmt == "protobuf":
             raise ConfigError("protobuf values need schema.registry.url")
-        latest = None
-        if client is not None and schema is None:
-            latest = client.get_latest(subject or "", format="serialized"
-                                       if fmt == "protobuf" else None)
-            if latest.schema_id is not None:
-                client.get_schema(latest.schema_id, format="serialized"
-                                  if fmt == "protobuf" else None)
-        reader = None
-        if fmt == "avro":
-            reader = _unrolled(schema if latest is None else latest.schema, depth, column)
-        try:
-            arrow = formats.reader_type(fmt, schema=schema if reader is None else reader,
-                                        registry=client, subject=subject)
-        except SchemaError as exc:
-            if fmt != "protobuf":
-                raise
-            raise ConfigError(f"option {column}Format=protobuf: {exc} (option {column}Schema: "
-                              "the message's full name)") from None
-        out.append(ColumnFormat(column, fmt, client, schema, subject, arrow,
-                                spark_type(arrow), errors, reader))
+        want = _planned_type(planned, column)
+        if client is None or (schema is not None and fmt != "protobuf"):
+            found = _column(column, fmt, client, schema, subject, errors, depth, None)
+        else:
+            assert subject is not None
+            found = _pinned(column, fmt, client, schema, subject, errors, depth, want)
+        if want is not None and _spark_sql_type(found.spark) != want:
+            raise ConfigError(f"the {column} column was planned as {want.simpleString()}, but "
+                              f"its schema reads as {_spark_sql_type(found.spark).simpleString()}")
+        out.append(found)
     return tuple(out)
+
+
+def _column(column: str, fmt: str, client: SchemaRegistryClient | None, schema: Any,
+            subject: str | None, errors: str, depth: int | None,
+            registered: RegisteredSchema | None) -> ColumnFormat:
+    """The column read with ``schema`` or the ``registered`` version, its types known."""
+    cf = ColumnFormat(column, fmt, client, schema, subject, pa.null(), pa.null(), errors,
+                      None, registered)
+    target = cf._reader(client) if client is not None else schema
+    reader = _unrolled(target, depth, column) if fmt == "avro" else None
+    try:
+        arrow = formats.reader_type(fmt, schema=target if reader is None else reader,
+                                    registry=client)
+    except SchemaError as exc:
+        if fmt != "protobuf":
+            raise
+        raise ConfigError(f"option {column}Format=protobuf: {exc} (option {column}Schema: "
+                          "the message's full name)") from None
+    return replace(cf, arrow=arrow, spark=spark_type(arrow), reader=reader)
+
+
+def _pinned(column: str, fmt: str, client: SchemaRegistryClient, schema: Any, subject: str,
+            errors: str, depth: int | None, want: Any) -> ColumnFormat:
+    """The column read with the subject's latest version, or, when the query was planned
+    with an earlier one (``want``: its Spark type), the newest version of that type."""
+    kind = "serialized" if fmt == "protobuf" else None
+    latest = client.get_latest(subject, format=kind)
+    found = _column(column, fmt, client, schema, subject, errors, depth, latest)
+    if want is None or _spark_sql_type(found.spark) == want:
+        return found
+    for version in sorted(client.get_versions(subject), reverse=True):
+        if version == latest.version:
+            continue
+        try:
+            older = _column(column, fmt, client, schema, subject, errors, depth,
+                            client.get_version(subject, version, format=kind))
+        except (ConfigError, SchemaError):
+            continue
+        if _spark_sql_type(older.spark) == want:
+            return older
+    raise ConfigError(f"no version of subject {subject} has the {column} type the query was "
+                      f"planned with ({want.simpleString()}): plan the query again")
+
+
+def _planned_type(planned: Any, column: str) -> Any:
+    """The Spark type ``column`` has in a planned StructType (None: not planned)."""
+    fields = getattr(planned, "fieldNames", None)
+    if fields is None or column not in fields():
+        return None
+    return planned[column].dataType
+
+
+def _spark_sql_type(t: pa.DataType) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    return from_arrow_type(t, prefer_timestamp_ntz=True)
 
 
 #: spark-avro's bound on recursiveFieldMaxDepth
@@ -339,12 +429,12 @@ class SinkFormats:
             if schema is None and self.registry is None:
                 raise ConfigError(f"{column}Format={fmt} needs {column}Schema or "
                                   "schema.registry.url")
-            if schema is None and fmt == "avro" and self.registry is not None:
-                key = (topic, column)
+            if schema is None and fmt != "protobuf" and self.registry is not None:
+                key = (topic, column)       # the subject's latest (its id, its references)
                 if key not in self.resolved:
                     self.resolved[key] = _latest_or_derived(
                         self.registry, subject or f"{topic}-{column}", values.type, topic,
-                        column)
+                        column, fmt)
                 schema = self.resolved[key]
             name = formats.record_name(schema, fmt)
             where = subject or (None if self.registry is None else
@@ -356,14 +446,18 @@ class SinkFormats:
 
 
 def _latest_or_derived(client: SchemaRegistryClient, subject: str, t: pa.DataType,
-                       topic: str, column: str) -> Any:
+                       topic: str, column: str, fmt: str) -> Any:
+    """The subject's latest version; for a subject without versions, an Avro schema
+    derived from the column's type (JSON: None, formats.encode derives one)."""
     from ..errors import SchemaRegistryError
 
     try:
-        return json.loads(client.get_latest(subject).schema)
+        return client.get_latest(subject)
     except SchemaRegistryError as exc:
         if exc.error_code != 40401:
             raise
+    if fmt != "avro":
+        return None
     return avro_schema_for(t, f"{topic}_{column}".replace("-", "_").replace(".", "_"))
 
 
