@@ -274,7 +274,7 @@ cdef int dec(State *s, int64_t index, int depth) noexcept nogil:
             return fail(s, ERR_BRANCH, i64, b)
         target = s.table[a + i64]
         if target < 0:
-            return fail(s, ERR_UNREADABLE_BRANCH, i64, 0)
+            return fail(s, ERR_UNREADABLE_BRANCH, i64, target)
         return dec(s, target, depth + 1)
     if op == OP_NULLS_INTO:
         return append_null(s, node[1])

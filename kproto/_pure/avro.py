@@ -280,7 +280,7 @@ class _Loop:
                 raise _Bad(ERR_BRANCH, i, b)
             target = self.table[a + i]
             if target < 0:
-                raise _Bad(ERR_UNREADABLE_BRANCH, i)
+                raise _Bad(ERR_UNREADABLE_BRANCH, i, target)
             self.run(target, depth + 1)
         elif op == OP_TAG:
             assert out is not None

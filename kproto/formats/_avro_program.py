@@ -148,6 +148,9 @@ class Program:
         self.defaults = bytearray()
         self._skips: dict[int, int] = {}
         self._minsize: dict[int, int] = {}
+        #: Why each writer union branch the reader cannot read is unreadable (its table
+        #: entry is -1 - its index here, which the loops report).
+        self.unreadable: list[str] = []
         self.arrow_type = to_arrow(reader)
         self.root_slot = self._slot(reader, self.arrow_type)
         self.root = self._compile(writer, reader, self.root_slot, top=True)
@@ -155,6 +158,12 @@ class Program:
         self.slot_table = np.array(self.slot_rows, dtype=np.int64).reshape(-1, 4)
         self.table = np.array(self.tables or [0], dtype=np.int64)
         self.default_bytes = bytes(self.defaults)
+
+    def reason(self, code: int, a: int, b: int) -> str:
+        """The words for an error a decoder loop reported running this program."""
+        if code == ERR_UNREADABLE_BRANCH and -len(self.unreadable) <= b < 0:
+            return f"writer union branch {a} cannot be read: {self.unreadable[-b - 1]}"
+        return reason(code, a, b)
 
     # ------------------------------------------------------------------ slots
 
@@ -210,9 +219,24 @@ class Program:
     def _compile(self, w: Node, r: Node, slot: _Slot, top: bool = False) -> int:
         """The node that reads a value of ``w`` into ``slot`` (the reader's ``r``)."""
         if w.type == "union":
-            table = [self._branch(b, r, slot) for b in w.branches]
-            if all(t < 0 for t in table):
-                raise SchemaError(f"no branch of the writer's union can be read as {_name(r)}")
+            # each writer branch on its own (Java's Resolver): one the reader cannot read
+            # is an error for the values written in it, not for the pair
+            table, why = [], []
+            for b in w.branches:
+                try:
+                    node = self._branch(b, r, slot)
+                except SchemaError as exc:
+                    node, reason = -1, str(exc)
+                else:
+                    reason = f"the reader's {_name(r)} has no branch for the writer's {_name(b)}"
+                if node < 0:
+                    why.append(reason)
+                    node = -len(self.unreadable) - 1
+                    self.unreadable.append(reason)
+                table.append(node)
+            if len(why) == len(table):
+                raise SchemaError(f"no branch of the writer's union can be read as {_name(r)} "
+                                  f"({'; '.join(why)})")
             return self._node(OP_UNION, -1, self._table(table), len(table))
         node = self._branch(w, r, slot)
         if node < 0:
@@ -229,12 +253,16 @@ class Program:
                 return self._branch(w, inner, slot) if _matches(w, inner) else -1
             if len(r.branches) == 1:
                 return self._branch(w, r.branches[0], slot)
-            pick = _pick_branch(w, r.branches)
-            if pick < 0:
-                return -1
-            child = slot.children[pick]
-            inner_node = self._branch(w, r.branches[pick], child)
-            return self._node(OP_TAG, slot.index, inner_node, 0, pick, child.index)
+            for pick in _candidates(w, r.branches):
+                child = slot.children[pick]
+                try:
+                    inner_node = self._branch(w, r.branches[pick], child)
+                except SchemaError:
+                    if _exact(w, r.branches[pick]):
+                        raise
+                    continue           # a namesake that does not resolve: try the next
+                return self._node(OP_TAG, slot.index, inner_node, 0, pick, child.index)
+            return -1
         if not _matches(w, r):
             return -1
         return self._resolve(w, r, slot)
@@ -280,14 +308,11 @@ class Program:
         return self._record(w, r, slot)
 
     def _record(self, w: Node, r: Node, slot: _Slot) -> int:
-        by_name: dict[str, int] = {}
-        for i, f in enumerate(r.fields):
-            for name in (f.name, *f.aliases):
-                by_name.setdefault(name, i)
+        source = _field_sources(w, r)
         steps, written = [], set()
         for wf in w.fields:
-            i = by_name.get(wf.name, -1)
-            if i < 0 or i in written:
+            i = source.get(wf.name, -1)
+            if i < 0:
                 steps.append(self._skip(wf.type))
                 continue
             written.add(i)
@@ -425,16 +450,28 @@ def _name(n: Node) -> str:
     return n.name or n.type
 
 
+def _names_match(w: Node, r: Node) -> bool:
+    """Named types resolve when their unqualified names agree or the writer's full name is
+    one of the reader's aliases (full names, qualified by the reader's namespace): the
+    specification, and Java's SchemaCompatibility.schemaNameEquals. (fastavro also takes a
+    bare alias equal to the writer's unqualified name.)"""
+    return w.short_name == r.short_name or w.name in r.aliases
+
+
 def _same(w: Node, r: Node) -> bool:
-    """Same kind (and, for named types, the same name or an alias of the reader's)."""
+    """Same kind (and, for named types, matching names; for fixed, the same size)."""
     if w.type != r.type:
         return False
     if w.type in ("record", "enum", "fixed"):
-        names = {r.name, r.short_name, *r.aliases, *(a.rpartition(".")[2] for a in r.aliases)}
-        if w.name not in names and w.short_name not in names:
-            return False
-        return w.type != "fixed" or w.size == r.size
+        return _names_match(w, r) and (w.type != "fixed" or w.size == r.size)
     return True
+
+
+def _exact(w: Node, r: Node) -> bool:
+    """Same kind and, for named types, the same full name (or an alias of the reader's):
+    the first choice of a reader union's branch."""
+    return _same(w, r) and (w.type not in ("record", "enum", "fixed") or w.name == r.name
+                            or w.name in r.aliases)
 
 
 def _matches(w: Node, r: Node) -> bool:
@@ -442,16 +479,48 @@ def _matches(w: Node, r: Node) -> bool:
     return _same(w, r) or r.type in _PROMOTIONS.get(w.type, ())
 
 
-def _pick_branch(w: Node, branches: list[Node]) -> int:
-    """The reader union's branch for a writer type: the first of the same kind, else the
-    first it promotes to."""
-    for i, b in enumerate(branches):
-        if _same(w, b):
-            return i
-    for i, b in enumerate(branches):
-        if _matches(w, b):
-            return i
-    return -1
+def _candidates(w: Node, branches: list[Node]) -> list[int]:
+    """The reader union's branches a writer type may be read as, best first (Java's
+    ResolvingGrammarGenerator/Resolver.firstMatchingBranch): the same kind with the same
+    full name, then the same kind with a matching unqualified name, then the first
+    promotion. Java also reads a record as a structurally compatible record of another
+    name; the specification does not, and neither does this."""
+    exact = [i for i, b in enumerate(branches) if _exact(w, b)]
+    if exact:
+        return exact[:1]
+    same = [i for i, b in enumerate(branches) if _same(w, b)]
+    promoted = [i for i, b in enumerate(branches) if b.type in _PROMOTIONS.get(w.type, ())]
+    return same + promoted[:1]
+
+
+def _field_sources(w: Node, r: Node) -> dict[str, int]:
+    """Which reader field each writer field is read into (by writer field name).
+
+    The reader's aliases rename the writer's fields first (the specification; Java's
+    Schema.applyAliases), but only for a reader field whose own name the writer lacks:
+    a field of the same name always wins, so an alias never takes another field's value.
+    A reader field whose aliases name several writer fields, or a writer field that
+    several reader fields' aliases name, is a SchemaError."""
+    names = {f.name for f in w.fields}
+    source: dict[str, int] = {}
+    renamed: dict[str, str] = {}
+    for i, rf in enumerate(r.fields):
+        if rf.name in names:
+            continue
+        hits = [a for a in rf.aliases if a in names]
+        if len(hits) > 1:
+            raise SchemaError(f"record {r.name}: the aliases of reader field {rf.name!r} "
+                              f"name several writer fields ({', '.join(hits)})")
+        if hits:
+            if hits[0] in renamed:
+                raise SchemaError(f"record {r.name}: reader fields {renamed[hits[0]]!r} and "
+                                  f"{rf.name!r} both have the alias {hits[0]!r}")
+            renamed[hits[0]] = rf.name
+            source[hits[0]] = i
+    for i, rf in enumerate(r.fields):
+        if rf.name in names and rf.name not in renamed:
+            source[rf.name] = i
+    return source
 
 
 __all__ = ["Program", "reason", "is_nullable"]

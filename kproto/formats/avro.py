@@ -41,7 +41,7 @@ from kproto import _backend
 from kproto.errors import FormatError, SchemaError
 
 from . import _avro_encode, _avro_schema
-from ._avro_program import Program, reason
+from ._avro_program import Program
 from ._avro_schema import Node, canonical_form, fingerprint64, parse_json, to_arrow
 
 if _backend.IS_PURE:
@@ -226,7 +226,7 @@ def decode(values: Any, writer: AvroSchema, reader: AvroSchema | None = None, *,
     row_of = (lambda i: int(i)) if rows is None else (lambda i: int(rows[i]))
     if error is not None and errors == "raise":
         i, code, a, b, offset = error
-        raise FormatError(row=row_of(i), reason=reason(code, a, b), format="avro",
+        raise FormatError(row=row_of(i), reason=program.reason(code, a, b), format="avro",
                           offset=offset)
     bad = np.asarray(bad, np.int64)
     if rows is not None:
