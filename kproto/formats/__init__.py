@@ -361,7 +361,7 @@ def _decode_avro(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], rea
             bad.update(dict.fromkeys(mine, reason))
             bad_rows.update(mine)
             continue
-        if single:
+        if rows is None:                    # (single)
             return Decoded(array, np.asarray(found, np.int64))
         pieces.append((rows, array))
         bad_rows.update(np.asarray(found).tolist())
