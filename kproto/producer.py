@@ -49,6 +49,7 @@ from ._backend import backend
 from .config import resolve
 from .errors import (
     ConfigError,
+    EncodeError,
     IllegalStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -63,6 +64,7 @@ from .producer_accumulator import (
     leaves,
     wait_done,
 )
+from .producer_columns import checked_table
 from .producer_sender import Sender
 from .producer_state import IdempotenceState
 from .producer_txn import TransactionManager
@@ -228,9 +230,12 @@ class Producer(_ProducerCore):
                    subject_name_strategy: str = "TopicNameStrategy") -> BatchFuture:
         """Queue a whole pyarrow ``Table``/``RecordBatch`` (or a dict of columns).
 
-        Columns: ``value`` (binary/string), optional ``key``, ``headers``
-        (``list<struct<key: string, value: binary>>``), ``timestamp``
-        (timestamp or int64 ms) and ``partition`` (int). Rows go to
+        Columns: ``value`` (binary/string; a null is a tombstone), optional ``key``,
+        ``headers`` (``list<struct<key: string, value: binary>>``), ``timestamp``
+        (timestamp or int64 ms) and ``partition`` (int). A table without ``value``,
+        with any other column, or with a column of another type is refused with an
+        :class:`~kproto.errors.EncodeError` naming it (:mod:`kproto.producer_columns`)
+        before anything is sent. Rows go to
         ``partition`` (the argument, else the column, else murmur2 of the key,
         else sticky chunks of ``batch_size`` bytes). Each partition's rows are
         encoded in Cython into record batches of at most ``max_request_size``
@@ -261,6 +266,7 @@ class Producer(_ProducerCore):
             data = _typed_columns(topic, data, registry, subject_name_strategy,
                                   (("value", value_format, value_schema),
                                    ("key", key_format, key_schema)))
+        data = checked_table(data, partition)     # EncodeError naming a column it misreads
         n = data.num_rows
         if n == 0:
             return BatchFuture([])
@@ -280,7 +286,8 @@ class Producer(_ProducerCore):
         if top >= len(partitions) or (top >= 0 and partitions != list(range(len(partitions)))):
             bad = parts[(parts >= 0) & ~np.isin(parts, partitions)]
             if bad.size:
-                raise ValueError(f"topic {topic!r} has no partition {int(bad[0])}")
+                raise EncodeError(f"topic {topic!r} has no partition {int(bad[0])} "
+                                  f"(it has {len(partitions)})")
         acc = self._accumulator
         keep = [c for c in ("key", "value", "timestamp", "headers") if c in names]
         table = data.select(keep)
