@@ -10,10 +10,15 @@ cdef enum:
     E_COUNT
 
 cdef enum:
-    EERR_NONE, EERR_NULL, EERR_INT, EERR_BRANCH, EERR_DECIMAL, EERR_TOO_BIG, EERR_NOMEM
+    EERR_NONE, EERR_NULL, EERR_INT, EERR_BRANCH, EERR_DECIMAL, EERR_TOO_BIG, EERR_VALUE,
+    EERR_NOMEM
+
+cdef enum:
+    REFUSED = 2                   # a validity byte: a value that cannot be written exactly
 
 ENCODE_OPS = E_COUNT
 ENCODE_ERRORS = EERR_NOMEM - 1
+ENCODE_REFUSED = REFUSED
 
 
 cdef struct Src:
@@ -123,6 +128,8 @@ cdef int enc(Enc *e, int64_t index, int64_t i) noexcept nogil:
         return 0
     if op != E_UNION and not is_valid(s, i):
         return efail(e, EERR_NULL, index, 0)
+    if s != NULL and s.valid != NULL and s.valid[i] == REFUSED:
+        return efail(e, EERR_VALUE, index, i)
     if op == E_LONG or op == E_INT:
         memcpy(&v, s.data + 8 * i, 8)
         if op == E_INT and (v < -2147483648 or v > 2147483647):

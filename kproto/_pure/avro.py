@@ -382,7 +382,10 @@ def run(nodes: Any, table: Any, slots: Any, root: int, root_slot: int, defaults:
 (E_NULL, E_BOOL, E_INT, E_LONG, E_FLOAT, E_DOUBLE, E_BYTES, E_FIXED, E_DEC_BYTES,
  E_DEC_FIXED, E_ENUM, E_ARRAY, E_MAP, E_RECORD, E_DEFAULT, E_NULLABLE, E_BRANCH,
  E_UNION) = range(18)
-(EERR_NULL, EERR_INT, EERR_BRANCH, EERR_DECIMAL, EERR_TOO_BIG) = range(1, 6)
+(EERR_NULL, EERR_INT, EERR_BRANCH, EERR_DECIMAL, EERR_TOO_BIG, EERR_VALUE) = range(1, 7)
+#: A source's validity byte for a value the compiler could not convert exactly: reaching
+#: it is EERR_VALUE (node, index of the value in its array).
+REFUSED = 2
 
 
 class _EncBad(Exception):
@@ -435,6 +438,8 @@ def run_encode(nodes: Any, table: Any, root: int, defaults: bytes, valid: list[A
             return
         if op != E_UNION and not ok(src, i):
             raise _EncBad(EERR_NULL, index)
+        if src >= 0 and valid[src] is not None and valid[src][i] == REFUSED:
+            raise _EncBad(EERR_VALUE, index, i)
         if op == E_BOOL:
             out.append(views[src][i])
         elif op in (E_INT, E_LONG, E_ENUM):

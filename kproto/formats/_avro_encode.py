@@ -8,11 +8,23 @@ row's datum, GIL released. Values are brought to the one physical form each step
 first, column-wise with pyarrow (ints as int64, floats as float64, text and bytes as
 large_binary, timestamps in the schema's unit, decimals at the schema's precision and
 scale, enum symbols as their indexes).
+
+A value is converted exactly or not at all: one that would change (an overflow, a
+decimal rounded, a float that is not whole into an int, an unknown enum symbol, fixed
+bytes of another length) is marked REFUSED in its source's validity, and the loop stops
+at the first row that reaches it with an EncodeError naming the field path, the row and
+the value. Temporal values keep their meaning: a date is its midnight (UTC for
+timestamp-*), a naive timestamp is UTC for timestamp-*, an aware one is its wall clock in
+its own zone for local-timestamp-*; a timestamp or time of a finer unit than the
+schema's is floored to it (as Java, Spark's to_avro and fastavro do); a timestamp is
+never written as a date or a time of day, nor a time of day as an instant. Integer
+columns are the logical type's own count (its base type).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import decimal
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -24,9 +36,24 @@ from kproto.errors import EncodeError
 
 from ._avro_schema import NO_DEFAULT, Node, encode_default, nullable_branch
 
-_UNITS = {"timestamp-millis": "ms", "timestamp-micros": "us", "timestamp-nanos": "ns",
-          "local-timestamp-millis": "ms", "local-timestamp-micros": "us",
-          "local-timestamp-nanos": "ns"}
+#: The Arrow type each temporal logical type's values are (the decoder's types).
+_TEMPORAL = {
+    "date": pa.date32(), "time-millis": pa.time32("ms"), "time-micros": pa.time64("us"),
+    **{f"{local}timestamp-{name}": pa.timestamp(unit, None if local else "UTC")
+       for local in ("", "local-") for name, unit in (("millis", "ms"), ("micros", "us"),
+                                                       ("nanos", "ns"))}}
+
+
+_UNIT_ORDER = {"s": 0, "ms": 1, "us": 2, "ns": 3}
+_UNIT_NAMES = {"s": "second", "ms": "millisecond", "us": "microsecond", "ns": "nanosecond"}
+
+
+class _Conv(NamedTuple):
+    """A column brought to a target type: its values (from ``first_bad`` on: zeros), the
+    first value that cannot be converted exactly (None: all can) and why not."""
+    values: pa.Array
+    first_bad: int | None = None
+    why: str = ""
 
 
 class EncodeProgram:
@@ -41,6 +68,8 @@ class EncodeProgram:
         self.offsets: list[Any] = []
         self.data: list[Any] = []
         self.widths: list[int] = []
+        #: Per step that may meet a REFUSED value: the column as given, and why.
+        self.refused: dict[int, tuple[pa.Array, str]] = {}
         self.root = self._compile(array, node, "value")
         self.root_src = self.nodes[self.root][1]
         self.holds_null = node.type == "null" or (node.type == "union" and any(
@@ -58,16 +87,27 @@ class EncodeProgram:
             _ops.EERR_BRANCH: f"{path}: union type code {value} is not a branch of the schema",
             _ops.EERR_DECIMAL: f"{path}: decimal does not fit {value} bytes",
             _ops.EERR_TOO_BIG: "the encoded values pass 2 GiB: encode fewer rows at a time",
-        }.get(code, f"{path}: error {code}")
+        }.get(code) or self._refusal(code, node, value)
+
+    def _refusal(self, code: int, node: int, value: int) -> str:
+        if code != _ops.EERR_VALUE or node not in self.refused:
+            return f"{self.paths[node]}: error {code}"
+        column, why = self.refused[node]
+        shown = column[value].as_py()
+        text = repr(shown) if isinstance(shown, str | bytes | int | float | decimal.Decimal) \
+            else str(shown)
+        return f"{self.paths[node]}: {text} {why}"
 
     # ------------------------------------------------------------------ sources
 
     def _source(self, arr: pa.Array, *, offsets: Any = None, data: Any = None,
-                width: int = 0) -> int:
+                width: int = 0, first_bad: int | None = None) -> int:
         valid = None
-        if arr.null_count:
+        if arr.null_count or first_bad is not None:
             valid = np.ascontiguousarray(arr.is_valid().to_numpy(zero_copy_only=False),
                                          np.uint8)
+            if first_bad is not None:
+                valid[first_bad:] = _ops.REFUSED
         self.valid.append(valid)
         self.offsets.append(None if offsets is None else np.ascontiguousarray(offsets,
                                                                               np.int64))
@@ -115,35 +155,41 @@ class EncodeProgram:
                                           .to_numpy(zero_copy_only=False), np.uint8)
             return self._node(_ops.E_BOOL, self._source(arr, data=values, width=1), path)
         if t in ("int", "long"):
-            arr = _integers(arr, node)
-            data, width = self._values(arr, pa.int64())
-            return self._node(_ops.E_INT if t == "int" else _ops.E_LONG,
-                              self._source(arr, data=data, width=width), path)
+            conv = _integers(arr, node, path)
+            return self._value(_ops.E_INT if t == "int" else _ops.E_LONG, arr, conv, path,
+                               pa.int64())
         if t in ("float", "double"):
-            data, width = self._values(arr, pa.float64())
-            return self._node(_ops.E_FLOAT if t == "float" else _ops.E_DOUBLE,
-                              self._source(arr, data=data, width=width), path)
+            return self._value(_ops.E_FLOAT if t == "float" else _ops.E_DOUBLE, arr,
+                               _floats(arr, t), path, pa.float64())
         if node.logical == "decimal":
             make = pa.decimal128 if node.precision <= 38 else pa.decimal256
-            data, width = self._values(arr, make(node.precision, node.scale))
-            src = self._source(arr, data=data, width=width)
+            target = make(node.precision, node.scale)
+            conv = _decimals(arr, target)
             if t == "fixed":
-                return self._node(_ops.E_DEC_FIXED, src, path, c=node.size)
-            return self._node(_ops.E_DEC_BYTES, src, path)
+                return self._value(_ops.E_DEC_FIXED, arr, conv, path, target, c=node.size)
+            return self._value(_ops.E_DEC_BYTES, arr, conv, path, target)
         if t in ("bytes", "string"):
             return self._node(_ops.E_BYTES, self._binary(arr), path)
         if t == "fixed":
-            if not pa.types.is_fixed_size_binary(arr.type) or arr.type.byte_width != node.size:
-                arr = pc.cast(arr, pa.binary(node.size))
-            data, width = self._values(arr, pa.binary(node.size))
-            return self._node(_ops.E_FIXED, self._source(arr, data=data, width=width), path,
-                              c=node.size)
+            return self._value(_ops.E_FIXED, arr, _fixed(arr, node, path), path,
+                               pa.binary(node.size), c=node.size)
         if t == "enum":
             return self._enum(arr, node, path)
         if t in ("array", "map"):
             return self._list(arr, node, path)
         assert t == "record"
         return self._record(arr, node, path)
+
+    def _value(self, op: int, arr: pa.Array, conv: _Conv, path: str, target: pa.DataType,
+               c: int = 0) -> int:
+        """The step of a fixed-width value: ``conv``'s values as ``target``'s bytes, the
+        values it could not convert marked REFUSED (their reason kept for the error)."""
+        data, width = self._values(conv.values, target)
+        src = self._source(arr, data=data, width=width, first_bad=conv.first_bad)
+        index = self._node(op, src, path, c=c)
+        if conv.first_bad is not None:
+            self.refused[index] = (arr, conv.why)
+        return index
 
     def _binary(self, arr: pa.Array) -> int:
         if not pa.types.is_large_binary(arr.type):
@@ -159,12 +205,10 @@ class EncodeProgram:
         text = pc.cast(text, pa.string())
         indexes = pc.index_in(text, value_set=pa.array(node.symbols, pa.string()))
         unknown = pc.and_(pc.is_valid(text), pc.is_null(indexes))
-        if pc.any(unknown).as_py():
-            row = int(np.flatnonzero(unknown.to_numpy(zero_copy_only=False))[0])
-            raise EncodeError(f"row {row}: {path}: {text[row].as_py()!r} is not a symbol of "
-                              f"enum {node.name}")
-        data, width = self._values(indexes.fill_null(0), pa.int32())
-        return self._node(_ops.E_ENUM, self._source(arr, data=data, width=width), path)
+        first = pc.index(unknown, True).as_py()
+        conv = _Conv(indexes.fill_null(0), None if first < 0 else first,
+                     f"is not a symbol of enum {node.name}")
+        return self._value(_ops.E_ENUM, text, conv, path, pa.int32())
 
     def _list(self, arr: pa.Array, node: Node, path: str) -> int:
         t = arr.type
@@ -240,20 +284,126 @@ class EncodeProgram:
         return self._node(_ops.E_BRANCH, self.nodes[child][1], path, a=child, c=branch, d=null)
 
 
-def _integers(arr: pa.Array, node: Node) -> pa.Array:
-    """Dates, times and timestamps as the integer counts the schema's logical type wants."""
+def _exact(arr: pa.Array, target: pa.DataType, what: str) -> _Conv:
+    """``arr`` cast to ``target`` where pyarrow's safe cast takes every value; otherwise
+    the values before the first it refuses (found by halving), and that one."""
+    try:
+        return _Conv(pc.cast(arr, target))
+    except pa.ArrowInvalid:
+        pass
+    pc.cast(arr[:0], target)          # a cast no value can make raises here, for the path
+    lo, hi = 0, len(arr)              # arr[:lo] casts, arr[:hi] does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            pc.cast(arr[:mid], target)
+            lo = mid
+        except pa.ArrowInvalid:
+            hi = mid
+    try:
+        pc.cast(arr[lo:lo + 1], target)
+        reason = ""
+    except pa.ArrowInvalid as exc:
+        reason = f" ({exc})"
+    return _Conv(_padded(pc.cast(arr[:lo], target), len(arr)), lo,
+                 f"cannot be written as {what} exactly{reason}")
+
+
+def _padded(values: pa.Array, n: int) -> pa.Array:
+    """``values`` followed by zeros (nulls) up to ``n`` values."""
+    return pa.concat_arrays([values, pa.nulls(n - len(values), values.type)])
+
+
+def _first(mask: Any) -> int | None:
+    """The index of the first true value of a boolean array (nulls are not), or None."""
+    first = pc.index(mask, True).as_py()
+    return None if first < 0 else first
+
+
+def _same_kind(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether a temporal column means what a temporal logical type does: a date is a
+    date (or the midnight of one), a time of day a time of day, an instant an instant."""
+    if pa.types.is_timestamp(want):
+        return pa.types.is_timestamp(have) or pa.types.is_date(have)
+    if pa.types.is_date(want):
+        return pa.types.is_date(have)
+    return pa.types.is_time(have)
+
+
+def _integers(arr: pa.Array, node: Node, path: str) -> _Conv:
+    """The int64 values of an Avro int or long: dates, times and timestamps as the
+    counts the schema's logical type wants, other columns exactly (floats only whole,
+    unsigned only up to 2**63 - 1). An Avro int's range is checked by the loop."""
     t = arr.type
-    if pa.types.is_timestamp(t):
-        unit = _UNITS.get(node.logical or "", t.unit)
-        return pc.cast(pc.cast(arr, pa.timestamp(unit, t.tz), safe=False), pa.int64())
-    if pa.types.is_date(t):
-        return pc.cast(pc.cast(arr, pa.date32()), pa.int32())
-    if pa.types.is_time(t):
-        want = pa.time32("ms") if node.logical == "time-millis" else pa.time64("us") \
-            if node.logical == "time-micros" else t
-        arr = pc.cast(arr, want, safe=False)
-        return pc.cast(arr, pa.int32() if want.bit_width == 32 else pa.int64())
-    return arr
+    want = _TEMPORAL.get(node.logical or "")
+    if pa.types.is_temporal(t):
+        if want is None:               # no unit to convert to: the column's own count
+            return _Conv(pc.cast(arr.view(pa.int32() if t.bit_width == 32 else pa.int64()),
+                                 pa.int64()))
+        if not _same_kind(t, want):
+            raise EncodeError(f"{path}: a {t} column cannot be written as {node.logical} "
+                              "(cast it first if that is what is meant)")
+        if pa.types.is_timestamp(t) and t.tz is not None and want.tz is None:
+            arr = pc.local_timestamp(arr)            # an instant's wall clock in its zone
+        unit = getattr(want, "unit", "")
+        if _UNIT_ORDER.get(getattr(arr.type, "unit", ""), -1) > _UNIT_ORDER.get(unit, 9):
+            # floored to the schema's unit, as Java (Instant.toEpochMilli), Spark's
+            # to_avro and fastavro do; toward the past also before 1970
+            arr = pc.floor_temporal(arr, unit=_UNIT_NAMES[unit])
+        conv = _exact(arr, want, node.logical or "")
+        counts = conv.values.view(pa.int32() if want.bit_width == 32 else pa.int64())
+        return conv._replace(values=pc.cast(counts, pa.int64()))
+    return _exact(arr, pa.int64(), f"an Avro {node.type}")
+
+
+def _floats(arr: pa.Array, t: str) -> _Conv:
+    """The float64 values of an Avro float or double: integers only where a double holds
+    them exactly (pyarrow's safe cast: up to 2**53), and for a float no finite double
+    past its range (which would become infinite). A double rounds to the nearest float."""
+    conv = _exact(arr, pa.float64(), f"an Avro {t}")
+    if t == "float" and conv.first_bad is None and not pa.types.is_float32(arr.type):
+        values = conv.values.to_numpy(zero_copy_only=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            over = np.isfinite(values) & np.isinf(values.astype(np.float32))
+        if over.any():
+            first = int(np.argmax(over))
+            return _Conv(_padded(conv.values[:first], len(arr)), first,
+                         "is out of an Avro float's range")
+    return conv
+
+
+def _decimals(arr: pa.Array, target: pa.DataType) -> _Conv:
+    """Decimal values at the schema's precision and scale, never rounded: integers via the
+    widest decimal, floats only when the decimal reads back as the same float."""
+    what = f"decimal({target.precision}, {target.scale})"
+    if pa.types.is_integer(arr.type):
+        wide = pa.decimal128(38, 0) if pa.types.is_decimal128(target) else \
+            pa.decimal256(76, 0)
+        return _exact(pc.cast(arr, wide), target, what)
+    conv = _exact(arr, target, what)
+    if pa.types.is_floating(arr.type):
+        back = pc.cast(conv.values, pa.float64())
+        first = _first(pc.not_equal(back, pc.cast(arr, pa.float64())))
+        if first is not None and (conv.first_bad is None or first < conv.first_bad):
+            return _Conv(_padded(conv.values[:first], len(arr)), first,
+                         f"cannot be written as {what} exactly")
+    return conv
+
+
+def _fixed(arr: pa.Array, node: Node, path: str) -> _Conv:
+    """Fixed values of exactly the schema's size."""
+    size = node.size
+    if pa.types.is_fixed_size_binary(arr.type):
+        if arr.type.byte_width != size:
+            raise EncodeError(f"{path}: a {arr.type} column cannot be written as fixed "
+                              f"{node.name} of {size} bytes")
+        return _Conv(arr)
+    data = pc.cast(arr, pa.large_binary())
+    first = _first(pc.not_equal(pc.binary_length(data), size))
+    if first is None:
+        return _Conv(pc.cast(data, pa.binary(size)))
+    return _Conv(_padded(pc.cast(data[:first], pa.binary(size)), len(arr)), first,
+                 f"is not {size} bytes long (fixed {node.name})")
 
 
 def _branch_index(node: Node, name: str, i: int) -> int:
