@@ -279,3 +279,74 @@ def test_timestamps_encode_as_date_time_that_confluent_and_jsonschema_accept(reg
     assert back.field("t").equals(array.field("t"))
     assert back.field("p").cast(pa.timestamp("ms", tz="UTC")).to_pylist() == \
         array.field("p").to_pylist()
+
+
+INTS = {"type": "object", "properties": {
+    "n": {"type": "integer"}, "f": {"type": "number"},
+    "l": {"type": "array", "items": {"type": "integer"}}}}
+
+
+def test_issue_26_item_8_an_integer_written_with_a_fraction_is_the_integer(registry):
+    """JSON Schema (draft 6 on) calls any number with a zero fraction an integer, and
+    confluent-kafka's JSONSerializer sends a Python float as ``2.0``: the integer 2, not
+    a bad row. A fraction, or a value beyond int64, is a bad row naming the field, never
+    a rounded or wrapped value; integers beyond 2**53 stay exact."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    objects = [{"n": 2.0, "f": 1, "l": [1.0, -0.0, 3]}, {"n": 1e18, "l": []},
+               {"n": 2**63 - 1, "f": 2**53 + 1, "l": [2**53 + 1]}, {"n": -2.0**63}]
+    with Confluent({"url": registry.url}) as client:
+        serialize = JSONSerializer(json.dumps(INTS), client)
+        context = SerializationContext("ints", MessageField.VALUE)
+        framed = [serialize(o, context) for o in objects]
+    assert b'"n":2.0' in framed[0] and b'"n":1e+18' in framed[1]
+    decoded = formats.decode(pa.array(framed), "json", registry=registry.url)
+    assert decoded.to_pylist() == [
+        {"n": 2, "f": 1.0, "l": [1, 0, 3]}, {"n": 10**18, "f": None, "l": []},
+        {"n": 2**63 - 1, "f": float(2**53), "l": [2**53 + 1]},     # a double rounds
+        {"n": -2**63, "f": None, "l": None}]
+    values = [b'{"n": 1e2}', b'{"n": 2.5}', b'{"n": -0.0, "f": -0.0}', b'{"l": [1, 7.25]}',
+              b'{"n": 9223372036854775808}', b'{"n": 1e19}', b'{"n": -9223372036854775809}',
+              b'{"n": 4e18, "l": [9007199254740993]}', b'{"n": 9007199254740993.0}',
+              b'{"n": 2, "f": 0.5}']
+    got = formats.decode_with_bad_rows(pa.array(values), "json", schema=INTS, errors="null")
+    assert got.bad_rows.tolist() == [1, 3, 4, 5, 6]
+    rows = got.array.to_pylist()
+    assert [r and r["n"] for r in rows] == [100, None, 0, None, None, None, None,
+                                           4 * 10**18, 9007199254740992, 2]
+    assert str(rows[2]["f"]) == "-0.0" and rows[7]["l"] == [9007199254740993]
+    with pytest.raises(FormatError, match=r"row 1: field n: 2.5 is not an integer"):
+        formats.decode(pa.array(values), "json", schema=INTS)
+    with pytest.raises(FormatError, match=r"row 0: field l\[\]: 7.25 is not an integer"):
+        formats.decode(pa.array(values[3:]), "json", schema=INTS)
+    with pytest.raises(FormatError, match=r"row 0: .*int64.*9223372036854775808"):
+        formats.decode(pa.array(values[4:]), "json", schema=INTS)
+    with pytest.raises(FormatError, match=r"row 0: field n: 1e\+19 is out of int64's range"):
+        formats.decode(pa.array(values[5:6]), "json", schema=INTS)
+
+
+def test_date_time_is_rfc_3339_exactly():
+    """A "date-time" string is RFC 3339 (as jsonschema's format checker has it): its
+    lower-case t and z, and zeros past microseconds, read; a time without an offset, a
+    date alone, a time without seconds or a compact offset are bad rows naming the
+    field (pyarrow's reader took them, an offset-less time as UTC: a guess)."""
+    good = {"2024-05-06t07:08:09z": 1714979289_000000,
+            "2024-05-06T07:08:09.123456000Z": 1714979289_123456,
+            "2024-05-06 07:08:09-00:30": 1714981089_000000,
+            "2024-02-29T23:59:59.5+23:59": 1709164859_500000}
+    bad = ["2024-05-06T07:08:09", "2024-05-06", "2024-05-06T07:08Z", "2024-05-06T07:08:09+0200",
+           "2023-02-29T00:00:00Z", "0000-01-01T00:00:00Z", "2024-05-06T07:08:60Z"]
+    values = pa.array([json.dumps({"t": s, "a": [s]}).encode() for s in [*good, *bad]])
+    got = formats.decode_with_bad_rows(values, "json", schema={
+        "properties": {"t": TIMES["properties"]["t"], "a": {"items": TIMES["properties"]["t"],
+                                                            "type": "array"}}}, errors="null")
+    assert got.bad_rows.tolist() == list(range(len(good), len(good) + len(bad)))
+    assert got.array.field("t").cast(pa.int64()).to_pylist()[:len(good)] == list(good.values())
+    with pytest.raises(FormatError, match="row 4: field t: '2024-05-06T07:08:09' is not an "
+                                          "RFC 3339 date-time"):
+        formats.decode(values, "json", schema=TIMES)
+    arrow = pa.schema([("t", pa.timestamp("ms", tz="UTC"))])      # an Arrow schema: the same
+    with pytest.raises(FormatError, match=r"row 1: field t: .*\.123456000Z' is finer than ms"):
+        formats.decode(values, "json", schema=arrow)

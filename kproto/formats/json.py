@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from ..errors import FormatError, SchemaError
+from ._json_convert import Found, convert, integral_text, reading
 from ._wire import assemble, buffers, json_lines
 
 __all__ = ["arrow_type", "bundle", "decode", "encode", "json_schema"]
@@ -315,41 +316,128 @@ def decode(values: pa.Array, type: pa.DataType | None = None, *, skip: int = 0,
         bad.update(found)
         rows[list(found)] = False
         buffer = _joined(values, rows, skip)
-    table = None
-    if rows.any():
-        try:
-            table = _read(buffer, type)
-            if table.num_rows != int(rows.sum()):
-                table = None
-        except pa.ArrowInvalid:
-            pass
-    read_type = type
+    pieces, found, type = _decode_rows(values, rows, skip, type, buffer, errors == "raise")
+    bad.update(found)
+    if errors == "raise" and bad:
+        row = min(bad)
+        raise FormatError(row=row, reason=bad[row], format="json")
+    out = type if type is not None else pa.struct([])
+    pieces = [(r, a if a.type == out else a.cast(out)) for r, a in pieces if len(r)]
+    if not pieces:                          # nothing to read (pyarrow refuses empty input)
+        array = pa.nulls(len(values), out) if len(values) else pa.array([], out)
+        return array, np.array(sorted(bad), np.int64)
+    return assemble(len(values), pieces, out), np.array(sorted(bad), np.int64)
+
+
+Pieces = list[tuple[np.ndarray, pa.Array]]
+
+
+def _decode_rows(values: pa.Array, rows: np.ndarray, skip: int, type: pa.DataType | None,
+                 buffer: pa.Buffer, first_only: bool
+                 ) -> tuple[Pieces, dict[int, str], pa.DataType | None]:
+    """The values of ``rows`` (``buffer``: their lines) read: (rows, array) pieces, the
+    bad rows, the type (``type``, else the one inferred). See _json_convert: a type
+    is read as ``reading(type)`` and converted; if a value does not read, integers
+    are read as float64 (a value may write one as ``2.0``) while the bad rows are
+    found."""
+    if not rows.any():
+        return [], {}, type
+    if type is None:
+        array, read, bad, merged = _read_rows(values, rows, skip, None, buffer, first_only)
+        if array is None:
+            return [], bad, merged
+        return [(np.flatnonzero(read), array)], bad, array.type
+    read_type = reading(type)
+    table = _attempt(buffer, read_type, rows)
+    if table is not None:                   # the common case: one read
+        array, read, bad = _struct_of(table), rows, {}
+    else:
+        relaxed = reading(type, keep=())
+        array, read, bad, _ = _read_rows(values, rows, skip, relaxed, buffer if relaxed !=
+                                         read_type else None, first_only)
+        read_type = relaxed
+    if array is None:
+        return [], bad, type
+    pieces, more = _settle(values, skip, array, np.flatnonzero(read), type, read_type)
+    return pieces, {**bad, **more}, type
+
+
+def _settle(values: pa.Array, skip: int, array: pa.Array, rows: np.ndarray,
+            type: pa.DataType, read_type: pa.DataType) -> tuple[Pieces, dict[int, str]]:
+    """``array`` (the values of ``rows`` read as ``read_type``) converted to ``type``:
+    its good rows, and its bad ones. Rows whose integers a double may not hold
+    exactly are read again, those integers exact (``keep``); rows that do not read so
+    (a big integer written with an exponent...) are read once more with their numbers
+    rewritten as integers where their doubles are (``integral_text``)."""
+    found = Found()
+    array = convert(array, type, rows, found)
+    drop = found.bad.keys() | found.ambiguous
+    keep = ~np.isin(rows, list(drop)) if drop else None
+    pieces: Pieces = [(rows, array) if keep is None else (rows[keep], array.filter(keep))]
+    bad = dict(found.bad)
+    again = np.zeros(len(values), bool)
+    again[list(found.ambiguous - bad.keys())] = True
+    if not again.any():
+        return pieces, bad
+    exact = reading(type, keep=found.paths)
+    array, read, failed, _ = _read_rows(values, again, skip, exact,
+                                        _joined(values, again, skip), False)
+    if array is not None:       # (their other integers were exact as doubles)
+        more, also = _settle(values, skip, array, np.flatnonzero(read), type, exact)
+        pieces += more
+        bad.update(also)
+    if failed:              # read exactly as their rewritten text (no double is ambiguous)
+        order = np.array(sorted(failed), np.int64)
+        text = pa.array([integral_text(values[row].as_py()[skip:]) for row in order.tolist()],
+                        pa.binary())
+        every = np.ones(len(order), bool)
+        array, read, what, _ = _read_rows(text, every, 0, reading(type),
+                                          json_lines(text, every, 0)[0], False)
+        bad.update({int(order[r]): why for r, why in what.items()})
+        if array is not None:
+            more, also = _settle(text, 0, array, np.flatnonzero(read), type, reading(type))
+            pieces += [(order[r], a) for r, a in more]
+            bad.update({int(order[r]): why for r, why in also.items()})
+    return pieces, bad
+
+
+def _attempt(buffer: pa.Buffer, type: pa.DataType | None, rows: np.ndarray
+             ) -> pa.Table | None:
+    """The table of one read of ``buffer``, or None when it fails or its rows are not
+    the values of ``rows`` one for one."""
+    try:
+        table = _read(buffer, type)
+    except pa.ArrowInvalid:
+        return None
+    return table if table.num_rows == int(rows.sum()) else None
+
+
+def _struct_of(table: pa.Table) -> pa.Array:
+    struct = table.to_struct_array()
+    return struct.chunk(0) if struct.num_chunks == 1 else struct.combine_chunks()
+
+
+def _read_rows(values: pa.Array, rows: np.ndarray, skip: int, type: pa.DataType | None,
+               buffer: pa.Buffer | None, first_only: bool
+               ) -> tuple[pa.Array | None, np.ndarray, dict[int, str], pa.DataType | None]:
+    """The values of ``rows`` read as ``type`` (inferred when None; ``buffer``: their
+    lines, None when known not to read): (array of the rows read, their mask, the bad
+    rows, the type read). Bad rows are found by bisection; ``first_only``: only the
+    first, and the rows before it read."""
+    rows = rows.copy()
+    bad: dict[int, str] = {}
+    table = None if buffer is None else _attempt(buffer, type, rows)
     while table is None and rows.any():     # some values do not read: which ones
-        found, read_type = _find_bad(values, rows, skip, read_type, errors == "raise")
+        found, type = _find_bad(values, rows, skip, type, first_only)
         if not found:       # pragma: no cover - every failed read has a row to blame
             raise SchemaError("JSON values that do not read together, none alone")
         bad.update(found)
         rows[list(found)] = False
-        if errors == "raise" or not rows.any():
-            break
-        try:
-            table = _read(_joined(values, rows, skip), read_type)
-        except pa.ArrowInvalid:
-            pass
-    if errors == "raise" and bad:
-        row = min(bad)
-        raise FormatError(row=row, reason=bad[row], format="json")
-    if table is None:                       # nothing to read (pyarrow refuses empty input)
-        empty = read_type if read_type is not None else pa.struct([])
-        array = pa.nulls(len(values), empty) if len(values) else pa.array([], empty)
-        return array, np.array(sorted(bad), np.int64)
-    struct = table.to_struct_array()
-    struct = struct.chunk(0) if struct.num_chunks == 1 else struct.combine_chunks()
-    if type is not None and struct.type != type:
-        struct = struct.cast(type)
-    if not rows.all():
-        struct = assemble(len(values), [(np.flatnonzero(rows), struct)], struct.type)
-    return struct, np.array(sorted(bad), np.int64)
+        if first_only:
+            rows[min(found):] = False
+        if rows.any():
+            table = _attempt(_joined(values, rows, skip), type, rows)
+    return (None if table is None else _struct_of(table)), rows, bad, type
 
 
 def _utf8(buffer: pa.Buffer) -> bool:
