@@ -2,10 +2,10 @@
 
 It speaks the documented subset a pipeline needs: schemas by id, subjects and
 their versions (``latest`` included), registering a schema, looking one up
-under a subject, checking compatibility, and the compatibility level. It uses
-only the standard library (``urllib``), so it works the same on the driver and
-on Spark executors, and it pickles with its caches: a client whose schemas were
-resolved on the driver ships them to the executors, which then ask nothing.
+under a subject, checking compatibility, and the compatibility level. It works
+the same on the driver and on Spark executors, and it pickles with its caches:
+a client whose schemas were resolved on the driver ships them to the executors,
+which then ask nothing.
 
 >>> from kproto.schema_registry import SchemaRegistryClient   # doctest: +SKIP
 >>> registry = SchemaRegistryClient("https://registry:8081",
@@ -24,33 +24,43 @@ under a subject, nor a numbered version; these are kept (up to
 Every failure raises :class:`kproto.errors.SchemaRegistryError` naming the
 URL, the subject, version and id the request was about, the HTTP status and
 the registry's ``error_code`` and message. Unreachable registries, 429 and 5xx
-answers are retried (``max_retries`` times, then the next URL of a
+answers and attempts past their deadline are retried (``max_retries`` times,
+``retry_backoff`` seconds apart, doubling, then the next URL of a
 comma-separated list); other errors are final.
+
+Time: ``timeout`` is the deadline of one attempt, from the connect to the last
+byte of the answer (redirects included), however slowly the answer comes. A
+call therefore ends within ``len(urls) * ((max_retries + 1) * timeout +
+retry_backoff * (2 ** max_retries - 1))`` seconds (plus name resolution, the
+system resolver's).
+
+HTTP is urllib3's (kept-alive connections per origin); redirects are followed
+(at most 5), the credentials dropped at the first hop to another origin
+(scheme, host or port) and a redirect from https to http refused. Why urllib3
+and how the deadline is kept: ``kproto/_registry_http.py``.
+
+Secrets: the password (``basic_auth``, or in the URL) and ``ssl_key_password``
+never appear in an error, a repr or a log line (URLs are shown without their
+user info). A pickled client carries its credentials, as Spark's own options
+do: executors authenticate with them; ship it only where the options could go.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-import ssl
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._registry_http import Secret, Transport, log, redact
 from .errors import ConfigError, SchemaRegistryError
 
 __all__ = ["RegisteredSchema", "SchemaReference", "SchemaRegistryClient", "as_client"]
 
-_ACCEPT = ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, "
-           "application/json")
-_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 #: The schemaType the registry assumes when a request or an answer names none.
 AVRO = "AVRO"
 
@@ -144,6 +154,8 @@ class SchemaRegistryClient:
     TLS: ``ssl_ca_location`` (a CA file or directory; default: the system's),
     ``ssl_certificate_location`` / ``ssl_key_location`` / ``ssl_key_password``
     for a client certificate, ``ssl_verify=False`` to skip verification.
+    ``timeout``: the deadline of one attempt (seconds, connect to last byte);
+    ``max_retries`` and ``retry_backoff``: see the module.
     """
 
     def __init__(self, url: str, *, basic_auth: str | tuple[str, str] | None = None,
@@ -154,37 +166,39 @@ class SchemaRegistryClient:
                  retry_backoff: float = 0.2, cache_capacity: int = 1000,
                  latest_ttl: float | None = None) -> None:
         if not isinstance(url, str) or not url.strip():
-            raise ConfigError(f"schema registry url must be a non-empty string, not {url!r}")
+            shown = repr(url) if isinstance(url, str) else type(url).__name__
+            raise ConfigError(f"schema registry url must be a non-empty string, not {shown}")
         self.urls: list[str] = []
-        auth: tuple[str, str] | None = None
+        auth = None
         for one in url.split(","):
             one = one.strip().rstrip("/")
-            parts = urllib.parse.urlsplit(one)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ConfigError(f"schema registry url {one!r} is not an http(s) URL")
+            parts, netloc = _split(one)
+            if parts is None:
+                # a password may hold a comma: show the whole list, redacted
+                shown = redact(url) if "@" in url else one
+                raise ConfigError(f"schema registry url {shown!r} is not an http(s) URL")
             if parts.username is not None:
                 auth = (urllib.parse.unquote(parts.username),
-                        urllib.parse.unquote(parts.password or ""))
-                netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+                        Secret(urllib.parse.unquote(parts.password or "")))
                 one = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
             self.urls.append(one)
         if basic_auth is not None:
             if auth is not None:
                 raise ConfigError("schema registry credentials given twice (in the url and "
                                   "as basic_auth)")
-            if isinstance(basic_auth, str):
-                user, sep, password = basic_auth.partition(":")
-                if not sep:
-                    raise ConfigError("basic_auth must be 'user:password'")
-                auth = (user, password)
-            else:
-                auth = (str(basic_auth[0]), str(basic_auth[1]))
+            auth = _basic_auth(basic_auth)
         if ssl_key_location and not ssl_certificate_location:
             raise ConfigError("ssl_key_location needs ssl_certificate_location")
-        self._auth = auth
-        self._tls = (ssl_ca_location, ssl_certificate_location, ssl_key_location,
-                     ssl_key_password, ssl_verify)
-        self.timeout = timeout
+        if ssl_ca_location and not ssl_verify:
+            raise ConfigError("ssl_ca_location given with ssl_verify=False")
+        self._http = Transport(auth, (
+            ssl_ca_location, ssl_certificate_location, ssl_key_location,
+            None if ssl_key_password is None else Secret(str(ssl_key_password)), ssl_verify))
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+                or not timeout > 0:
+            raise ConfigError(f"schema registry timeout must be a positive number of seconds "
+                              f"(the deadline of one attempt), not {timeout!r}")
+        self.timeout = float(timeout)
         self.max_retries = max(0, int(max_retries))
         self.retry_backoff = retry_backoff
         self.latest_ttl = latest_ttl
@@ -192,8 +206,6 @@ class SchemaRegistryClient:
         self._ids = _Lru(cache_capacity)            # (subject, type, text, refs) -> id
         self._versions = _Lru(cache_capacity)       # (subject, version, format) -> schema
         self._latest = _Lru(cache_capacity)         # (subject, format) -> (time, schema)
-        self._context: ssl.SSLContext | None = None
-        self._context_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, conf: Mapping[str, Any]) -> SchemaRegistryClient:
@@ -219,11 +231,15 @@ class SchemaRegistryClient:
                     raise ConfigError(f"basic.auth.credentials.source {value!r} is not "
                                       "supported (USER_INFO or URL)")
                 continue
-            if name in ("timeout", "latest_ttl"):
-                value = float(value)
-            elif name in ("max_retries", "cache_capacity"):
-                value = int(value)
-            elif name == "ssl_ca_location" and str(value).lower() == "false":
+            try:
+                if name in ("timeout", "latest_ttl"):
+                    value = float(value)
+                elif name in ("max_retries", "cache_capacity"):
+                    value = int(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"schema registry setting {key!r} must be a number, "
+                                  f"not {value!r}") from None
+            if name == "ssl_ca_location" and str(value).lower() == "false":
                 kwargs["ssl_verify"] = False
                 continue
             kwargs[name] = value
@@ -231,20 +247,8 @@ class SchemaRegistryClient:
             raise ConfigError("schema registry setting 'url' is required")
         return cls(kwargs.pop("url"), **kwargs)
 
-    # ------------------------------------------------------------------ pickling
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_context"] = None            # SSL contexts and locks do not pickle
-        del state["_context_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._context_lock = threading.Lock()
-
     def __repr__(self) -> str:
-        return f"SchemaRegistryClient({','.join(self.urls)!r})"
+        return f"SchemaRegistryClient({redact(','.join(self.urls))!r})"
 
     # ------------------------------------------------------------------ schemas
 
@@ -259,20 +263,20 @@ class SchemaRegistryClient:
         found = self._by_id.get(key)
         if found is None:
             query = {"subject": subject, "format": format}
-            answer = self._request("GET", f"schemas/ids/{schema_id}", query=query,
-                                   schema_id=schema_id, subject=subject)
-            found = RegisteredSchema.from_json(answer, schema_id=schema_id)
+            found = self._request(
+                "GET", f"schemas/ids/{schema_id}", query=query, schema_id=schema_id,
+                subject=subject, parse=lambda a: RegisteredSchema.from_json(a, schema_id=schema_id))
             self._by_id.put(key, found)
         return found
 
     def get_subjects(self) -> list[str]:
         """Every registered subject (``GET /subjects``)."""
-        return [str(s) for s in self._request("GET", "subjects")]
+        return self._request("GET", "subjects", parse=lambda a: [str(s) for s in _list(a)])
 
     def get_versions(self, subject: str) -> list[int]:
         """The versions registered under ``subject`` (``GET /subjects/{subject}/versions``)."""
-        return [int(v) for v in self._request("GET", f"subjects/{_quote(subject)}/versions",
-                                              subject=subject)]
+        return self._request("GET", f"subjects/{_quote(subject)}/versions", subject=subject,
+                             parse=lambda a: [int(v) for v in _list(a)])
 
     def get_version(self, subject: str, version: int | str = "latest", *,
                     format: str | None = None) -> RegisteredSchema:
@@ -290,9 +294,9 @@ class SchemaRegistryClient:
             hit = self._versions.get((subject, version, format))
             if hit is not None:
                 return hit
-        answer = self._request("GET", f"subjects/{_quote(subject)}/versions/{version}",
-                               query={"format": format}, subject=subject, version=version)
-        found = RegisteredSchema.from_json(answer, subject=subject)
+        found = self._request("GET", f"subjects/{_quote(subject)}/versions/{version}",
+                              query={"format": format}, subject=subject, version=version,
+                              parse=lambda a: RegisteredSchema.from_json(a, subject=subject))
         if found.version is not None:
             self._versions.put((subject, found.version, format), found)
         if latest:
@@ -317,10 +321,9 @@ class SchemaRegistryClient:
         found = self._ids.get(key)
         if found is None:
             body = self._body(text, schema_type, references)
-            answer = self._request("POST", f"subjects/{_quote(subject)}/versions",
-                                   query={"normalize": "true"} if normalize else None,
-                                   body=body, subject=subject)
-            found = int(answer["id"])
+            found = self._request("POST", f"subjects/{_quote(subject)}/versions",
+                                  query={"normalize": "true"} if normalize else None,
+                                  body=body, subject=subject, parse=lambda a: int(a["id"]))
             self._ids.put(key, found)
             self._by_id.put((found, None), RegisteredSchema(
                 text, schema_type, found, subject, None, tuple(references)))
@@ -334,10 +337,10 @@ class SchemaRegistryClient:
         40401 (no such subject) or 40403 (not registered there) otherwise."""
         text = _schema_text(schema)
         body = self._body(text, schema_type.upper(), references)
-        answer = self._request("POST", f"subjects/{_quote(subject)}",
-                               query={"normalize": "true"} if normalize else None,
-                               body=body, subject=subject)
-        found = RegisteredSchema.from_json(answer, subject=subject)
+        found = self._request("POST", f"subjects/{_quote(subject)}",
+                              query={"normalize": "true"} if normalize else None,
+                              body=body, subject=subject,
+                              parse=lambda a: RegisteredSchema.from_json(a, subject=subject))
         if found.schema_id is not None:
             self._ids.put((subject, schema_type.upper(), text, tuple(references)),
                           found.schema_id)
@@ -349,34 +352,32 @@ class SchemaRegistryClient:
         """Could ``schema`` be registered as a new version of ``subject``, under the
         subject's compatibility level (``POST /compatibility/subjects/{subject}/versions/{v}``)?"""
         body = self._body(_schema_text(schema), schema_type.upper(), references)
-        answer = self._request("POST", f"compatibility/subjects/{_quote(subject)}/versions/"
-                               f"{version}", body=body, subject=subject, version=version)
-        value = answer.get("is_compatible")
+        value = self._request("POST", f"compatibility/subjects/{_quote(subject)}/versions/"
+                              f"{version}", body=body, subject=subject, version=version,
+                              parse=lambda a: a.get("is_compatible"))
         # the documentation shows both true and "true"
         return value is True or str(value).lower() == "true"
 
     def get_compatibility(self, subject: str | None = None) -> str:
         """The compatibility level of ``subject``, or the global one (``GET /config``)."""
         path = "config" if subject is None else f"config/{_quote(subject)}"
-        answer = self._request("GET", path, subject=subject)
-        level = answer.get("compatibilityLevel") or answer.get("compatibility")
-        return str(level)
+        return self._request("GET", path, subject=subject, parse=lambda a: str(
+            a.get("compatibilityLevel") or a.get("compatibility")))
 
     def set_compatibility(self, level: str, subject: str | None = None) -> str:
         """Set the compatibility level (``BACKWARD``, ``FORWARD``, ``FULL``, their
         ``_TRANSITIVE`` forms, ``NONE``) of ``subject``, or the global one."""
         path = "config" if subject is None else f"config/{_quote(subject)}"
-        answer = self._request("PUT", path, body={"compatibility": level.upper()},
-                               subject=subject)
-        return str(answer.get("compatibility") or answer.get("compatibilityLevel"))
+        return self._request("PUT", path, body={"compatibility": level.upper()},
+                             subject=subject, parse=lambda a: str(
+                                 a.get("compatibility") or a.get("compatibilityLevel")))
 
     def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
         """Delete ``subject`` (soft, or ``permanent`` after a soft delete); the
         versions it had. Ids stay readable (``DELETE /subjects/{subject}``)."""
-        answer = self._request("DELETE", f"subjects/{_quote(subject)}",
-                               query={"permanent": "true"} if permanent else None,
-                               subject=subject)
-        return [int(v) for v in answer]
+        return self._request("DELETE", f"subjects/{_quote(subject)}",
+                             query={"permanent": "true"} if permanent else None,
+                             subject=subject, parse=lambda a: [int(v) for v in _list(a)])
 
     # ------------------------------------------------------------------ HTTP
 
@@ -390,88 +391,77 @@ class SchemaRegistryClient:
             body["references"] = [r.to_json() for r in references]
         return body
 
-    def _ssl_context(self) -> ssl.SSLContext:
-        with self._context_lock:
-            if self._context is None:
-                ca, cert, key, password, verify = self._tls
-                if ca and not verify:
-                    raise ConfigError("ssl_ca_location given with ssl_verify=False")
-                if ca and os.path.isdir(ca):
-                    context = ssl.create_default_context(capath=ca)
-                else:
-                    context = ssl.create_default_context(cafile=ca)
-                if not verify:
-                    context.check_hostname = False
-                    context.verify_mode = ssl.CERT_NONE
-                if cert:
-                    context.load_cert_chain(cert, key, password)
-                self._context = context
-            return self._context
-
     def _request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                  body: Any = None, subject: str | None = None, schema_id: int | None = None,
-                 version: int | str | None = None) -> Any:
+                 version: int | str | None = None,
+                 parse: Callable[[Any], Any] = lambda answer: answer) -> Any:
+        """``parse`` of the registry's JSON answer, from the first URL that gives one
+        (each tried ``max_retries + 1`` times while it fails retriably)."""
         params = {k: v for k, v in (query or {}).items() if v is not None}
         suffix = f"?{urllib.parse.urlencode(params)}" if params else ""
         data = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": _ACCEPT}
-        if data is not None:
-            headers["Content-Type"] = _CONTENT_TYPE
-        if self._auth is not None:
-            token = base64.b64encode(f"{self._auth[0]}:{self._auth[1]}".encode()).decode()
-            headers["Authorization"] = f"Basic {token}"
         where = {"subject": subject, "schema_id": schema_id, "version": version}
         failure: SchemaRegistryError | None = None
         for base in self.urls:
             url = f"{base}/{path}{suffix}"
             for attempt in range(self.max_retries + 1):
                 if attempt:
-                    time.sleep(self.retry_backoff * (2 ** (attempt - 1)))
+                    delay = self.retry_backoff * (2 ** (attempt - 1))
+                    log.info("%s; retry %d of %d in %.2f s", failure, attempt,
+                             self.max_retries, delay)
+                    time.sleep(delay)
                 try:
-                    return self._send(method, url, data, headers)
+                    answer = self._http.request(method, url, data, self.timeout)
                 except SchemaRegistryError as exc:
                     failure = _with_context(exc, where)
                     if not failure.retriable:
                         raise failure from None
+                    continue
+                try:
+                    return parse(answer)
+                except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+                    text = self._http.excerpt(json.dumps(answer))
+                    raise SchemaRegistryError(f"{method}: unexpected answer: {text}",
+                                              url=redact(url), status=200, subject=subject,
+                                              schema_id=schema_id, version=version) from None
         assert failure is not None
         raise failure
-
-    def _send(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> Any:
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
-        context = self._ssl_context() if url.startswith("https:") else None
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout,
-                                        context=context) as answer:
-                raw = answer.read()
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            try:
-                detail = json.loads(raw)
-                code = detail.get("error_code")
-                message = detail.get("message") or exc.reason
-            except (ValueError, AttributeError):
-                code, message = None, raw[:200].decode("utf-8", "replace") or exc.reason
-            text = f"{method} failed: HTTP {exc.code}" + (f", error {code}" if code else "") \
-                + f": {message}"
-            raise SchemaRegistryError(text, url=url, status=exc.code,
-                                      error_code=None if code is None else int(code)) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise SchemaRegistryError(f"{method} failed: registry unreachable ({reason})",
-                                      url=url) from None
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise SchemaRegistryError(f"{method}: the answer is not JSON: {raw[:200]!r}",
-                                      url=url, status=200) from None
 
 
 def _with_context(exc: SchemaRegistryError, where: Mapping[str, Any]) -> SchemaRegistryError:
     """The same error, its message naming the request's subject, version and id."""
     return SchemaRegistryError(exc._message, url=exc.url, status=exc.status,
                                error_code=exc.error_code, **where)
+
+
+def _split(url: str) -> tuple[urllib.parse.SplitResult | None, str]:
+    """``url`` parsed and its host[:port] (no user info), or None when it is no http(s) URL."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port                                  # noqa: B018 - ValueError: no number
+    except ValueError:
+        return None, ""
+    if parts.scheme not in ("http", "https") or not parts.hostname \
+            or "@" in url.partition(parts.netloc)[2]:   # a password with "/", "?" or "#"
+        return None, ""
+    return parts, parts.netloc.rpartition("@")[2]
+
+
+def _basic_auth(given: Any) -> tuple[str, Secret]:  # noqa: ANN401 - checked here
+    if isinstance(given, str):
+        user, sep, password = given.partition(":")
+        if sep:
+            return user, Secret(password)
+    elif isinstance(given, (tuple, list)) and len(given) == 2:
+        return str(given[0]), Secret(str(given[1]))
+    raise ConfigError(f"basic_auth must be 'user:password' or a (user, password) pair "
+                      f"(a {type(given).__name__} was given)")
+
+
+def _list(answer: Any) -> list[Any]:  # noqa: ANN401 - checked here
+    if not isinstance(answer, list):
+        raise TypeError("not a list")
+    return answer
 
 
 def _quote(subject: str) -> str:

@@ -8,7 +8,7 @@ Steps:
    as build.py finds it);
 2. ``pip install --only-binary=:all:`` of kproto's wheel from ``wheels/dist/``
    (made by ``wheels/build.py``) with its runtime dependencies (NumPy,
-   pyarrow, lz4, zstandard, cramjam) and ``pandas>=2,<3`` (Spark's Arrow
+   pyarrow, lz4, zstandard, cramjam, urllib3) and ``pandas>=2,<3`` (Spark's Arrow
    path imports pandas) — wheels only, so nothing is compiled;
 3. ``venv-pack`` (PyPI, installed into the build tools venv) writes it to
    ``wheels/dist/kproto-env.tar.gz``;
