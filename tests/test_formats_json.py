@@ -350,3 +350,70 @@ def test_date_time_is_rfc_3339_exactly():
     arrow = pa.schema([("t", pa.timestamp("ms", tz="UTC"))])      # an Arrow schema: the same
     with pytest.raises(FormatError, match=r"row 1: field t: .*\.123456000Z' is finer than ms"):
         formats.decode(values, "json", schema=arrow)
+
+
+def test_json_references_resolve_as_confluents_serializer_resolves_them(registry):
+    """Schema references the way confluent-kafka resolves them (the referencing library):
+    a ``$ref`` relative to its document's ``$id`` (the top schema's, or a referenced
+    one's), references named by absolute URLs, a referenced schema referencing a third
+    one, an anchor, a percent-encoded pointer, the top schema naming itself by its
+    ``$id``. confluent's JSONSerializer validates with them; kproto decodes the same."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient as Confluent
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from kproto.schema_registry import SchemaReference
+
+    base = "https://acme.com/schemas/"
+    country = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+               "$id": base + "geo/country.json", "type": "object",
+               "properties": {"code": {"$ref": "#code"}},
+               "$defs": {"c": {"$anchor": "code", "type": "string"}}}
+    address = {"$id": base + "address.json", "type": "object", "properties": {
+        "street": {"$ref": "#/$defs/a%20b~1c"}, "country": {"$ref": "geo/country.json"}},
+        "$defs": {"a b/c": {"type": "string"}}}
+    user = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": base + "user.json", "type": "object", "properties": {
+                "home": {"$ref": "address.json"},
+                "zip": {"$ref": base + "user.json#/$defs/Zip"},
+                "code": {"$ref": "geo/country.json#/properties/code"}},
+            "$defs": {"Zip": {"type": "integer"}}}
+    client = SchemaRegistryClient(registry.url)
+    client.register("country", json.dumps(country), "JSON")
+    client.register("address", json.dumps(address), "JSON", references=(
+        SchemaReference(base + "geo/country.json", "country", 1),))
+    client.register("refs-value", json.dumps(user), "JSON", references=(
+        SchemaReference(base + "address.json", "address", 1),))
+    rows = [{"home": {"street": "Main 1", "country": {"code": "NO"}}, "zip": 7, "code": "SE"},
+            {"home": {"street": "", "country": None}, "zip": None, "code": None}]
+    with Confluent({"url": registry.url}) as confluent:
+        serialize = JSONSerializer(None, confluent, conf={"auto.register.schemas": False,
+                                                          "use.latest.version": True})
+        context = SerializationContext("refs", MessageField.VALUE)
+        framed = [serialize(r, context) for r in rows[:1]]
+        with pytest.raises(Exception, match="is not of type 'string'"):    # it validates
+            serialize({"home": {"street": 5}}, context)
+    framed.append(framed[0][:5] + json.dumps(rows[1]).encode())
+    decoded = formats.decode(pa.array(framed), "json", registry=registry.url)
+    assert decoded.to_pylist() == rows
+    assert decoded.type.field("home").type.field("country").type == pa.struct(
+        [("code", pa.string())])
+
+
+def test_a_number_past_a_doubles_range_is_a_bad_row_not_infinity():
+    """pyarrow's reader refuses 1e400 but reads an integer literal past a double's range
+    as inf, with a schema or without: kproto makes it a bad row naming the field (found
+    by the differential tests, tests/test_formats_json_diff.py)."""
+    huge = b"1" + b"0" * 400
+    values = pa.array([b'{"f": -' + huge + b'}', b'{"f": 1e308, "l": [' + huge + b']}',
+                       b'{"f": 2}'])
+    typed = {"properties": {"f": {"type": "number"}, "l": {"items": {"type": "number"},
+                                                           "type": "array"}}}
+    for schema in (typed, None):
+        got = formats.decode_with_bad_rows(values, "json", schema=schema, errors="null")
+        assert got.bad_rows.tolist() == [0, 1]
+        assert got.array.field("f").to_pylist() == [None, None, 2.0]
+    with pytest.raises(FormatError, match=r"row 0: field f: a number beyond a double's range"):
+        formats.decode(values, "json")
+    with pytest.raises(FormatError, match=r"row 0: field l\[\]: a number beyond"):
+        formats.decode(values.slice(1), "json", schema=typed)

@@ -76,7 +76,10 @@ def convert(array: pa.Array, t: pa.DataType, owners: np.ndarray, found: Found,
     """``array`` (read as :func:`reading` says) as type ``t``. ``owners``: the row each
     element belongs to. Elements that cannot be converted exactly are null, their
     rows recorded in ``found`` (the caller drops them)."""
-    if array.type == t:
+    if array.type == t and not _has_floats(t):
+        return array
+    if pa.types.is_floating(t):
+        _finite(array, owners, found, _name(path))
         return array
     mask = array.is_null() if array.null_count else None
     if pa.types.is_struct(t):
@@ -92,6 +95,24 @@ def convert(array: pa.Array, t: pa.DataType, owners: np.ndarray, found: Found,
     if pa.types.is_timestamp(t):
         return _timestamps(array, t, owners, found, _name(path))
     return _integers(array, t, owners, found, path)
+
+
+def _has_floats(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return any(_has_floats(f.type) for f in t)
+    if _is_list(t):
+        return _has_floats(t.value_type)
+    return bool(pa.types.is_floating(t))
+
+
+def _finite(array: pa.Array, owners: np.ndarray, found: Found, name: str) -> None:
+    """An infinity in a float column: the reader's for an integer literal past a double's
+    range (it refuses ``1e400``), no number JSON can write: a bad row."""
+    infinite = pc.is_inf(array)
+    if not pc.any(infinite).as_py():
+        return
+    for e in np.flatnonzero(np.asarray(infinite.fill_null(False))).tolist():
+        found.bad.setdefault(int(owners[e]), f"field {name}: a number beyond a double's range")
 
 
 def _integers(array: pa.Array, t: pa.DataType, owners: np.ndarray, found: Found,

@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, unquote, urldefrag, urljoin
 
 import numpy as np
 import pyarrow as pa
@@ -50,30 +51,49 @@ def arrow_type(schema: str | Mapping[str, Any]) -> pa.DataType:
 def bundle(schema: str | Mapping[str, Any],
            references: Mapping[str, str | Mapping[str, Any]]) -> dict[str, Any]:
     """One JSON Schema made of a registered schema and the schemas it references
-    (Confluent's schema references: a ``$ref`` naming a reference, ``"address.json"`` or
-    ``"https://acme.com/address.json#/$defs/Street"``): each referenced schema is moved
-    under ``$defs`` and every ``$ref`` to it made local, so that :func:`arrow_type`
-    (local ``$ref`` only) reads it. ``references``: name -> schema, in any order."""
+    (Confluent's schema references), each referenced schema moved under ``$defs`` and
+    every ``$ref`` made local, so that :func:`arrow_type` (local ``$ref`` only) reads it.
+    ``references``: name -> schema, in any order, those the referenced ones reference too.
+
+    A ``$ref`` is resolved as confluent-kafka's deserializer resolves it: against the
+    base URI of the document it is in (its ``$id``, else the name it is referenced by,
+    relative to the top schema's ``$id``), to a reference of that name or ``$id``
+    (``"address.json"``, ``"https://acme.com/address.json#/$defs/Street"``); a name
+    matching its last path segments also does. Fragments are JSON pointers or anchors."""
     docs = {name: _load(text, f"reference {name!r}") for name, text in references.items()}
     keys = {name: f"kproto-ref-{i}" for i, name in enumerate(docs)}
+    out = _load(schema, "the schema")
+    if not isinstance(out, Mapping):
+        raise SchemaError("a JSON Schema with references must be an object")
+    top = _id(out, "")
+    bases: dict[str | None, str] = {None: top}
+    known: dict[str, str | None] = {}              # a URI -> the document it names
+    for name, doc in docs.items():
+        bases[name] = _id(doc, urljoin(top, name))
+        for uri in (name, urljoin(top, name), bases[name]):
+            known.setdefault(urldefrag(uri)[0], name)
+    if top:
+        known[urldefrag(top)[0]] = None
 
-    def target_of(uri: str) -> str | None:
-        if uri in docs:
-            return uri
-        for name in docs:       # an absolute URL naming a reference by its last segments
-            if uri.endswith("/" + name.lstrip("/")):
+    def target_of(ref: str, home: str | None) -> str | None:
+        uri = urldefrag(urljoin(bases[home], ref))[0]
+        if not uri or uri == urldefrag(bases[home])[0]:
+            return home
+        for candidate in (uri, urldefrag(ref)[0]):
+            if candidate in known:
+                return known[candidate]
+        for name in docs:       # a URL naming a reference by its last segments
+            if uri.endswith("/" + name.lstrip("./")):
                 return name
-        return None
+        raise SchemaError(f"$ref {ref!r} names no schema reference (references: "
+                          f"{', '.join(sorted(docs)) or 'none'})")
 
     def local(ref: str, home: str | None) -> str:
-        uri, _, fragment = ref.partition("#")
-        if not uri:             # local to the document the $ref is in
-            return "#" + ("" if home is None else f"/$defs/{home}") + fragment
-        name = target_of(uri)
-        if name is None:
-            raise SchemaError(f"$ref {ref!r} names no schema reference (references: "
-                              f"{', '.join(sorted(docs)) or 'none'})")
-        return f"#/$defs/{keys[name]}" + fragment
+        name = target_of(ref, home)
+        fragment = urldefrag(ref)[1]
+        if fragment and not fragment.startswith("/"):       # an anchor: its pointer
+            fragment = _anchor(out if name is None else docs[name], unquote(fragment), ref)
+        return "#" + ("" if name is None else f"/$defs/{keys[name]}") + fragment
 
     def rewrite(node: Any, home: str | None) -> Any:
         if isinstance(node, list):
@@ -83,13 +103,34 @@ def bundle(schema: str | Mapping[str, Any],
         return {k: local(v, home) if k == "$ref" and isinstance(v, str) else rewrite(v, home)
                 for k, v in node.items()}
 
-    out = rewrite(_load(schema, "the schema"), None)
-    if not isinstance(out, dict):
-        raise SchemaError("a JSON Schema with references must be an object")
-    defs = dict(out.get("$defs") or {})
-    defs.update({keys[name]: rewrite(doc, keys[name]) for name, doc in docs.items()})
-    out["$defs"] = defs
-    return out
+    result = rewrite(out, None)
+    defs = dict(result.get("$defs") or {})
+    defs.update({keys[name]: rewrite(doc, name) for name, doc in docs.items()})
+    result["$defs"] = defs
+    return result
+
+
+def _id(doc: Any, base: str) -> str:
+    """A document's base URI: its ``$id`` (``id`` before draft 6) against ``base``."""
+    found = doc.get("$id", doc.get("id")) if isinstance(doc, Mapping) else None
+    return urljoin(base, found) if isinstance(found, str) and not found.startswith("#") \
+        else base
+
+
+def _anchor(doc: Any, name: str, ref: str) -> str:
+    """The JSON pointer (as a URI fragment) of the subschema of ``doc`` that an anchor
+    names (``$anchor``, or draft 7's ``$id: "#name"``)."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(doc, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, Mapping):
+            if node.get("$anchor") == name or node.get("$id") == "#" + name:
+                return "".join("/" + quote(p.replace("~", "~0").replace("/", "~1"), safe="~$")
+                               for p in path)
+            stack += [(v, (*path, str(k))) for k, v in node.items()]
+        elif isinstance(node, list):
+            stack += [(v, (*path, str(i))) for i, v in enumerate(node)]
+    raise SchemaError(f"$ref {ref!r}: no anchor {name!r}")
 
 
 def _load(schema: str | Mapping[str, Any], what: str) -> Any:
@@ -105,12 +146,9 @@ def _resolve(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> Map
     seen = 0
     while "$ref" in node:
         ref = str(node["$ref"])
-        if not ref.startswith("#/"):
+        if not ref.startswith("#"):
             raise SchemaError(f"{path}: only local $ref are supported, not {ref!r}")
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part.replace("~1", "/").replace("~0", "~")) \
-                if isinstance(target, Mapping) else None
+        target = _pointer(root, unquote(ref[1:]))
         if not isinstance(target, Mapping):
             raise SchemaError(f"{path}: $ref {ref!r} points at nothing")
         node = target
@@ -118,6 +156,33 @@ def _resolve(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> Map
         if seen > 64:
             raise SchemaError(f"{path}: $ref {ref!r} is recursive (Arrow types are finite)")
     return node
+
+
+def _pointer(root: Any, fragment: str) -> Any:
+    """What a URI fragment (percent-decoded) names in ``root``: a JSON pointer (``/$defs/a~1b``:
+    ``~1`` a slash, ``~0`` a tilde; numbers index arrays), the whole document (empty), or
+    the subschema with that ``$anchor`` (``$id`` ``#name`` in draft 7)."""
+    if fragment and not fragment.startswith("/"):
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, Mapping):
+                if node.get("$anchor") == fragment or node.get("$id") == "#" + fragment:
+                    return node
+                stack += list(node.values())
+            elif isinstance(node, list):
+                stack += node
+        return None
+    target = root
+    for part in fragment.split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, Mapping):
+            target = target.get(part)
+        elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            target = target[int(part)]
+        else:
+            return None
+    return target
 
 
 def _convert(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> pa.DataType:
@@ -346,7 +411,9 @@ def _decode_rows(values: pa.Array, rows: np.ndarray, skip: int, type: pa.DataTyp
         array, read, bad, merged = _read_rows(values, rows, skip, None, buffer, first_only)
         if array is None:
             return [], bad, merged
-        return [(np.flatnonzero(read), array)], bad, array.type
+        pieces, more = _settle(values, skip, array, np.flatnonzero(read), array.type,
+                               array.type)      # (an integer past a double's range: inf)
+        return pieces, {**bad, **more}, array.type
     read_type = reading(type)
     table = _attempt(buffer, read_type, rows)
     if table is not None:                   # the common case: one read
