@@ -31,6 +31,9 @@ def check_names(names: list[str], also: tuple[str, ...] = ()) -> None:
             f"the table has no 'value' column (its columns: {names}); records need one: "
             f"{', '.join(allowed)} (a tombstone is a null in the value column, not a "
             "missing column)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise EncodeError(f"columns {twice} appear more than once (its columns: {names})")
     unknown = sorted(set(names) - set(allowed))
     if unknown:
         raise EncodeError(f"columns {unknown} are not written to Kafka: a record table "

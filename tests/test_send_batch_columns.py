@@ -96,3 +96,10 @@ def test_a_negative_partition_argument_is_refused(tansu, unique_topic):
     with Producer(bootstrap_servers=tansu.bootstrap) as p, \
             pytest.raises(EncodeError, match="partition -1"):
         p.send_batch(unique_topic, pa.table({"value": [b"v"]}), partition=-1)
+
+
+def test_a_column_twice_is_refused(tansu, unique_topic):
+    table = pa.Table.from_arrays([pa.array([b"a"]), pa.array([b"b"])], names=["value", "value"])
+    with Producer(bootstrap_servers=tansu.bootstrap) as p, \
+            pytest.raises(EncodeError, match=r"columns \['value'\] appear more than once"):
+        p.send_batch(unique_topic, table, partition=0)
