@@ -14,43 +14,36 @@
 
 ``-b`` defaults to ``$KPROTO_BOOTSTRAP_SERVERS``; ``-X key=value`` passes any
 client setting (Kafka's names); ``--json`` prints machine-readable output.
-Errors are one line on stderr with a non-zero exit code; ``--debug`` shows the
-traceback and logs the protocol traffic.
+Every error is one line on stderr (secrets masked): exit 2 for a malformed
+command line, 1 for anything else, 130 on ^C; ``--debug`` (or ``KPROTO_DEBUG=1``)
+shows the traceback and logs the protocol traffic.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
-import re
 import sys
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from .errors import ConfigError, KprotoError
+from .cli_args import CliError, UsageError, mask, parser, secrets
+from .errors import KafkaConnectionError, KafkaTimeoutError, KprotoError
 
 __all__ = ["main"]
 
 
-class CliError(Exception):
-    """A usage problem, reported as one line."""
-
-
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     if not args.bootstrap_servers:
-        raise CliError("no broker given: use -b HOST:PORT or set KPROTO_BOOTSTRAP_SERVERS")
-    settings: dict[str, Any] = {"bootstrap.servers": args.bootstrap_servers,
-                                "client.id": "kproto-cli"}
-    for item in args.X or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise CliError(f"malformed -X setting {item!r}: use -X key=value "
-                           "(e.g. -X request.timeout.ms=5000)")
-        settings[key.strip()] = value
-    return settings
+        raise UsageError("no broker given: use -b HOST:PORT or set "
+                         "KPROTO_BOOTSTRAP_SERVERS")
+    return {"bootstrap.servers": args.bootstrap_servers, "client.id": "kproto-cli",
+            **dict(args.X or [])}
 
 
 def _filtered(settings: dict[str, Any], client: str) -> dict[str, Any]:
@@ -87,6 +80,8 @@ def cmd_metadata(args: argparse.Namespace) -> None:
 
     with Admin(_filtered(_settings(args), "admin")) as admin:
         meta = admin.describe_cluster()
+    for name in args.topic:
+        _check_topic(name, meta.topics)
     topics = {n: t for n, t in sorted(meta.topics.items())
               if not args.topic or n in args.topic}
     data: dict[str, Any] = {
@@ -114,14 +109,34 @@ def cmd_metadata(args: argparse.Namespace) -> None:
     _out(args, data, rows, ("topic", "partition", "leader", "replicas", "isr", "error"))
 
 
+def _check_topic(name: str, topics: Any) -> None:
+    """A CliError naming ``name`` (and the closest topic) unless it is in ``topics``."""
+    if name not in topics:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(topics), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else " (kproto topics list)"
+        raise CliError(f"topic {name!r} does not exist{hint}")
+
+
+def _names(args: argparse.Namespace, wanted: bool, what: str) -> None:
+    """Refuse positional names that the action does not take, or lacks."""
+    action = f"{args.command} {args.action}"
+    if wanted and not args.names:
+        raise UsageError(f"{action} needs {what}")
+    if not wanted and args.names:
+        raise UsageError(f"{action} takes no {what} (got {' '.join(args.names)})")
+
+
 def cmd_topics(args: argparse.Namespace) -> None:
     from .admin import Admin
 
+    _names(args, args.action != "list", "topic names")
     with Admin(_filtered(_settings(args), "admin")) as admin:
         if args.action == "create":
-            admin.create_topics({t: args.partitions for t in args.names},
-                                replication_factor=args.replication_factor,
-                                configs=dict(c.split("=", 1) for c in args.config or []),
+            admin.create_topics({t: args.partitions or -1 for t in args.names},
+                                replication_factor=args.replication_factor or -1,
+                                configs=dict(args.config or []),
                                 exist_ok=args.if_not_exists)
             if args.json:
                 _out(args, {"created": args.names})
@@ -143,21 +158,11 @@ def cmd_topics(args: argparse.Namespace) -> None:
                      ("topic", "partitions"))
 
 
-_OFFSET_SPEC = re.compile(r"earliest|latest|end|@\d+|-\d+|\d+")
-
-
-def _check_offset_spec(spec: str) -> None:
-    """Refuse a malformed ``--from``/``--to`` before anything is asked of a broker."""
-    if not _OFFSET_SPEC.fullmatch(spec):
-        raise CliError(f"bad offset {spec!r}: use earliest, latest, a number, -N (the last "
-                       "N) or @MS (a time in ms)")
-
-
 def _offsets_of(consumer: Any, topic: str, partitions: list[int], spec: str
                 ) -> dict[int, int]:
     """``earliest``, ``latest``/``end``, an offset, or ``@<ms>`` / ``-<n>`` (last n):
-    a spec :func:`_check_offset_spec` accepted (user input is checked before any
-    broker is asked)."""
+    a spec :func:`kproto.cli_args.offset_spec` accepted (user input is checked
+    before any broker is asked)."""
     tps = [(topic, p) for p in partitions]
     if spec == "earliest":
         return {tp.partition: o for tp, o in consumer.beginning_offsets(tps).items()}
@@ -177,14 +182,18 @@ def _offsets_of(consumer: Any, topic: str, partitions: list[int], spec: str
 def _partitions(consumer: Any, topic: str, wanted: list[int] | None) -> list[int]:
     meta = consumer._cluster.wait_for_topics([topic], consumer._cluster.request_timeout,
                                              auto_create=False)
-    have = meta.partitions(topic)
+    return _wanted(topic, meta.partitions(topic), wanted)
+
+
+def _wanted(topic: str, have: list[int], wanted: list[int] | None) -> list[int]:
+    """The ``-p`` partitions of ``topic`` (every one it ``have`` without -p)."""
     if wanted:
         missing = sorted(set(wanted) - set(have))
         if missing:
             raise CliError(f"topic {topic!r} has no partition {missing[0]} "
                            f"(it has {len(have)})")
-        return sorted(wanted)
-    return have
+        return sorted(set(wanted))
+    return sorted(have)
 
 
 def cmd_offsets(args: argparse.Namespace) -> None:
@@ -206,6 +215,7 @@ def cmd_groups(args: argparse.Namespace) -> None:
     from .admin import Admin
     from .consumer import Consumer
 
+    _names(args, args.action == "describe", "group ids")
     settings = _settings(args)
     with Admin(_filtered(settings, "admin")) as admin:
         if args.action == "list":
@@ -215,9 +225,13 @@ def cmd_groups(args: argparse.Namespace) -> None:
                  ("group", "type", "state"))
             return
         result: list[dict[str, Any]] = []
-        for gid in args.groups:
+        for gid in args.names:
             [desc] = admin.describe_groups([gid])
             committed = admin.list_consumer_group_offsets(gid)
+            if desc.state == "Dead" or (not desc.members and not committed):
+                # Kafka answers a group it does not know as Dead (some brokers: Empty);
+                # an Empty group without offsets is removed at once
+                raise CliError(f"group {gid!r} does not exist (kproto groups list)")
             lag: list[dict[str, Any]] = []
             if committed:
                 with Consumer(_filtered(settings, "consumer")) as c:
@@ -255,13 +269,13 @@ def cmd_transactions(args: argparse.Namespace) -> None:
 
     with Admin(_filtered(_settings(args), "admin")) as admin:
         if args.action == "list":
+            _names(args, False, "names")
             found = admin.list_transactions(states=args.state or ())
             _out(args, [t.__dict__ for t in found],
                  [(t.transactional_id, t.producer_id, t.state) for t in found],
                  ("transactional id", "producer id", "state"))
         elif args.action == "describe":
-            if not args.names:
-                raise CliError("transactions describe needs transactional ids")
+            _names(args, True, "transactional ids")
             descs = admin.describe_transactions(args.names)
             data = [{**d.__dict__, "partitions": sorted(f"{tp.topic}[{tp.partition}]"
                                                         for tp in d.partitions)} for d in descs]
@@ -272,12 +286,11 @@ def cmd_transactions(args: argparse.Namespace) -> None:
                   "started ms", "partitions"))
         else:
             if len(args.names) != 1:
-                raise CliError("transactions producers needs one topic")
+                raise UsageError("transactions producers needs one topic")
             topic = args.names[0]
-            info = admin.list_topics().get(topic)
-            if info is None:
-                raise CliError(f"topic {topic!r} not found")
-            parts = args.partition or sorted(info.partitions)
+            topics = admin.list_topics()
+            _check_topic(topic, topics)
+            parts = _wanted(topic, list(topics[topic].partitions), args.partition)
             producers = admin.describe_producers([(topic, p) for p in parts])
             rows = [{"partition": tp.partition, **s.__dict__}
                     for tp, states in producers.items() for s in states]
@@ -286,18 +299,40 @@ def cmd_transactions(args: argparse.Namespace) -> None:
                   "coordinator epoch", "open transaction from"))
 
 
+#: the columns Kafka sets, in a file ``consume -o`` wrote: not the producer's to write
+_READ_ONLY = ("topic", "offset", "timestampType")
+
+
+def _read_table(path: str) -> Any:
+    """A .parquet/.arrow file as a pyarrow Table (in a file of Kafka's columns, the
+    ones Kafka sets are dropped: what ``consume -o`` wrote produces back)."""
+    import pyarrow as pa
+
+    if not os.path.exists(path):       # (a directory: a Parquet dataset, as Spark writes)
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    kind = "Parquet" if path.endswith((".parquet", ".pq")) else "Arrow IPC"
+    try:
+        if kind == "Parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+        else:
+            import pyarrow.feather as feather
+
+            table = feather.read_table(path)
+    except pa.ArrowException as exc:
+        raise CliError(f"{path} is not a readable {kind} file: {exc}") from None
+    if set(_READ_ONLY) <= set(table.schema.names):
+        table = table.drop_columns(list(_READ_ONLY))
+    return table
+
+
 def _read_input(args: argparse.Namespace) -> Any:
     """The records to produce, as a pyarrow Table."""
     import pyarrow as pa
 
-    if args.file and args.file.endswith((".parquet", ".pq")):
-        import pyarrow.parquet as pq
-
-        return pq.read_table(args.file)
-    if args.file and args.file.endswith((".arrow", ".feather", ".ipc")):
-        import pyarrow.feather as feather
-
-        return feather.read_table(args.file)
+    if args.file and args.file.endswith((".parquet", ".pq", ".arrow", ".feather", ".ipc")):
+        return _read_table(args.file)
     stream = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
     try:
         lines = [line.rstrip(b"\r\n") for line in stream]
@@ -328,8 +363,9 @@ def cmd_produce(args: argparse.Namespace) -> None:
 
     table = _read_input(args)
     if args.header:
-        hdrs = [(h.split("=", 1)[0], h.split("=", 1)[1].encode() if "=" in h else None)
-                for h in args.header]
+        if "headers" in table.schema.names:
+            raise CliError(f"{args.file} has a headers column: -H would replace it")
+        hdrs = [(k, None if v is None else v.encode()) for k, v in args.header]
         header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
         table = table.append_column("headers", pa.array(
             [[{"key": k, "value": v} for k, v in hdrs]] * table.num_rows, header_type))
@@ -422,15 +458,16 @@ def _batches(args: argparse.Namespace, consumer: Any, parts: list[int]
 def cmd_consume(args: argparse.Namespace) -> None:
     from .consumer import Consumer
 
-    for spec in (args.from_, getattr(args, "to", None)):
-        if spec is not None:
-            _check_offset_spec(spec)
     settings = _filtered(_settings(args), "consumer")
     settings.setdefault("allow.auto.create.topics", "false")    # reading creates no topic
+    if args.output:
+        open(args.output, "wb").close()     # a path it cannot write fails before reading
     with Consumer(settings) as consumer:
         parts = _partitions(consumer, args.topic, args.partition)
         if args.output:
             import pyarrow.parquet as pq
+
+            from . import records
 
             writer = None
             written = 0
@@ -440,6 +477,8 @@ def cmd_consume(args: argparse.Namespace) -> None:
                         writer = pq.ParquetWriter(args.output, batch.schema)
                     writer.write_batch(batch)
                     written += batch.num_rows
+                if writer is None:          # no records: a file of Kafka's columns
+                    writer = pq.ParquetWriter(args.output, records.decode(b"").to_arrow().schema)
             finally:
                 if writer is not None:
                     writer.close()
@@ -492,6 +531,13 @@ def cmd_decode(args: argparse.Namespace) -> None:
     else:
         cols = records.decode(data)
         parts = []
+        whole = _whole_record_sets(data)
+        if data and not whole:
+            raise CliError(f"{args.file}: no whole record set in its {len(data):,} bytes "
+                           "(a Fetch response body? give --fetch-version)")
+        if whole < len(data):
+            print(f"kproto decode: note: the last {len(data) - whole:,} bytes of {args.file} "
+                  "are not a whole record set (ignored)", file=sys.stderr)
     table = cols.to_arrow()
     if args.json:
         _out(args, {"partitions": parts, "records": len(cols)})
@@ -499,6 +545,20 @@ def cmd_decode(args: argparse.Namespace) -> None:
     else:
         print(f"{len(cols):,} records")
         _print_batch(args, table)
+
+
+def _whole_record_sets(data: bytes) -> int:
+    """How many leading bytes of ``data`` are whole record sets (each: an int64
+    offset, an int32 length, that many bytes)."""
+    import struct
+
+    pos = 0
+    while pos + 12 <= len(data):
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        if length < 0 or pos + 12 + length > len(data):
+            break
+        pos += 12 + length
+    return pos
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
@@ -514,123 +574,67 @@ def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
     return demo.main([*extra, *rest])
 
 
-# --------------------------------------------------------------------------- parsing
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kproto", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-b", "--bootstrap-servers",
-                   default=os.environ.get("KPROTO_BOOTSTRAP_SERVERS"),
-                   help="host:port[,host:port] (default $KPROTO_BOOTSTRAP_SERVERS)")
-    p.add_argument("-X", action="append", metavar="KEY=VALUE",
-                   help="a client setting under its Kafka name (repeatable)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--debug", action="store_true", help="tracebacks and protocol logs")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    m = sub.add_parser("metadata", help="brokers, topics, partitions, leaders, ISR")
-    m.add_argument("topic", nargs="*")
-    m.set_defaults(func=cmd_metadata)
-
-    t = sub.add_parser("topics", help="list, create or delete topics")
-    t.add_argument("action", choices=["list", "create", "delete"])
-    t.add_argument("names", nargs="*")
-    t.add_argument("-p", "--partitions", type=int, default=-1)
-    t.add_argument("-r", "--replication-factor", type=int, default=-1)
-    t.add_argument("-c", "--config", action="append", metavar="KEY=VALUE")
-    t.add_argument("--if-not-exists", action="store_true")
-    t.set_defaults(func=cmd_topics)
-
-    pr = sub.add_parser("produce", help="records from stdin lines, a file, Parquet or Arrow")
-    pr.add_argument("topic")
-    pr.add_argument("-f", "--file", help="lines, .parquet or .arrow (default: stdin lines)")
-    pr.add_argument("-K", "--key-separator", help="split each line into key SEP value")
-    pr.add_argument("-H", "--header", action="append", metavar="KEY=VALUE")
-    pr.add_argument("-p", "--partition", type=int, help="(default: murmur2 of the key)")
-    pr.add_argument("-z", "--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"])
-    pr.set_defaults(func=cmd_produce)
-
-    c = sub.add_parser("consume", help="records to stdout or a Parquet file")
-    c.add_argument("topic")
-    c.add_argument("-p", "--partition", type=int, action="append")
-    c.add_argument("--from", dest="from_", default="earliest",
-                   help="earliest, latest, OFFSET, -N (last N), @MS (time)")
-    c.add_argument("--to", default="end", help="end (the current end), OFFSET, @MS")
-    c.add_argument("--follow", action="store_true", help="keep reading new records")
-    c.add_argument("-n", "--count", type=int, help="stop after this many records")
-    c.add_argument("--format", choices=["table", "json", "raw"], default="table")
-    c.add_argument("-o", "--output", help="write a Parquet file instead")
-    c.add_argument("--progress", action=argparse.BooleanOptionalAction,
-                   default=sys.stderr.isatty(), help="progress on stderr (default on a tty)")
-    c.set_defaults(func=cmd_consume)
-
-    o = sub.add_parser("offsets", help="earliest/latest (and by time) per partition")
-    o.add_argument("topic")
-    o.add_argument("-p", "--partition", type=int, action="append")
-    o.add_argument("-t", "--time", type=int, help="also the offset at this time (ms)")
-    o.set_defaults(func=cmd_offsets)
-
-    g = sub.add_parser("groups", help="list groups, or describe them with lag")
-    g.add_argument("action", choices=["list", "describe"])
-    g.add_argument("groups", nargs="*")
-    g.set_defaults(func=cmd_groups)
-
-    tx = sub.add_parser("transactions", help="list or describe transactions; a topic's "
-                        "producers")
-    tx.add_argument("action", choices=["list", "describe", "producers"])
-    tx.add_argument("names", nargs="*", help="transactional ids (describe), a topic (producers)")
-    tx.add_argument("-s", "--state", action="append", help="list: only in this state")
-    tx.add_argument("-p", "--partition", type=int, action="append", help="producers: only these")
-    tx.set_defaults(func=cmd_transactions)
-
-    d = sub.add_parser("decode", help="decode a record set or a Fetch response body file")
-    d.add_argument("file")
-    d.add_argument("--fetch-version", type=int,
-                   help="the file is a Fetch response body of this version")
-    d.set_defaults(func=cmd_decode)
-
-    be = sub.add_parser("bench", help="decode benchmark against the installed peers")
-    be.add_argument("-n", "--records", type=int, default=200_000)
-    be.set_defaults(func=cmd_bench)
-
-    de = sub.add_parser("demo", help="the end-to-end demo (embedded broker, Arrow, Spark)")
-    de.set_defaults(func=None)
-    return p
+# --------------------------------------------------------------------------- main
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``kproto`` command; returns the exit code."""
+    """Run the ``kproto`` command; returns the exit code: 0, 1 (an error: one line on
+    stderr), 2 (a malformed command line: one line), 130 (^C)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = parser()
-    args, rest = p.parse_known_args(argv)
-    if args.command != "demo" and rest:
-        p.error(f"unrecognized arguments: {' '.join(rest)}")
-    if args.debug:
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
-                            format="%(asctime)s %(name)s %(message)s")
+    hidden = secrets(argv)
+    prog, bootstrap = "kproto", None
+    debug = os.environ.get("KPROTO_DEBUG", "") not in ("", "0")
     try:
+        args, rest = parser(__doc__).parse_known_args(argv)
+        prog, bootstrap = f"kproto {args.command}", args.bootstrap_servers
+        debug = debug or args.debug
+        if args.command != "demo" and rest:
+            raise UsageError(f"unrecognized arguments: {' '.join(rest)}")
+        if debug:
+            logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                                format="%(asctime)s %(name)s %(message)s")
         if args.command == "demo":
             return cmd_demo(args, rest)
-        args.func(args)
+        globals()[f"cmd_{args.command}"](args)
+        sys.stdout.flush()              # a closed pipe shows here, not at exit
         return 0
-    except (KprotoError, CliError, ConfigError, OSError, ValueError) as exc:
-        if args.debug:
-            raise
-        print(f"kproto {args.command}: error: {_one_line(exc)}", file=sys.stderr)
-        return 1
+    except SystemExit as exc:           # --help
+        return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:             # kproto consume ... | head
+        _stdout_to_devnull()
         return 0
+    except CliError as exc:
+        where = getattr(exc, "prog", None) or prog
+        text = str(exc) + (f" (see {where} --help)" if exc.code == 2 else "")
+        _report(where, text, hidden)
+        return exc.code
+    except Exception as exc:
+        if debug:
+            print(mask("".join(traceback.format_exception(exc)), hidden), file=sys.stderr)
+            return 1
+        text = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)):
+            text += (f" (is the broker running? -b {bootstrap} or "
+                     "KPROTO_BOOTSTRAP_SERVERS)")
+        elif not isinstance(exc, (KprotoError, OSError)):
+            text += " (unexpected: run with --debug for the traceback, and please report it)"
+        _report(prog, text, hidden)
+        return 1
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    hint = ""
-    if "connect" in text.lower() or "bootstrap" in text.lower():
-        hint = " (is the broker running? check -b / KPROTO_BOOTSTRAP_SERVERS)"
-    return f"{type(exc).__name__}: {text}{hint}"
+def _report(prog: str, text: str, hidden: list[str]) -> None:
+    """One line on stderr, secrets masked."""
+    print(f"{prog}: error: {mask(' '.join(text.split()), hidden)}", file=sys.stderr)
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null: its unflushed output cannot fail again at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

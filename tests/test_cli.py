@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -142,15 +143,183 @@ def test_decode_record_set_and_fetch_capture(capsys, tmp_path):
     assert "magic" in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["-X", "noequals", "metadata"], "malformed -X setting 'noequals'"),
-    (["-X", "lingr.ms=5", "produce", "t"], "did you mean"),
-    (["consume", "t", "--from", "soon"], "bad offset 'soon'"),
+def one_line(err: str, *named: str) -> None:
+    """``err`` is one error line naming each of ``named``, and no traceback."""
+    assert err.count("\n") == 1 and err.endswith("\n") and "Traceback" not in err, err
+    assert err.startswith("kproto"), err
+    for name in named:
+        assert name in err, (name, err)
+
+
+@pytest.mark.parametrize("argv, code, named", [
+    (["-X", "noequals", "metadata"], 2, ["-X", "'noequals' is not KEY=VALUE"]),
+    (["-X", "lingr.ms=5", "produce", "t"], 1, ["did you mean"]),
+    (["consume", "t", "--from", "soon"], 2, ["--from", "bad offset 'soon'"]),
 ])
-def test_bad_settings_are_one_clear_line(tansu, capsys, argv, message, monkeypatch):
-    code, _, err = run(capsys, "-b", tansu.bootstrap, *argv, stdin=b"x\n",
+def test_bad_settings_are_one_clear_line(tansu, capsys, argv, code, named, monkeypatch):
+    got, _, err = run(capsys, "-b", tansu.bootstrap, *argv, stdin=b"x\n",
+                      monkeypatch=monkeypatch)
+    assert got == code
+    one_line(err, *named)
+
+
+@pytest.fixture
+def bad_files(tmp_path):
+    pq.write_table(pa.table({"key": [b"k"], "Value": [b"v"]}), tmp_path / "Value.parquet")
+    pq.write_table(pa.table({"value": [b"v"], "timestamp": ["2024-01-01T00:00"]}),
+                   tmp_path / "text-timestamp.parquet")
+    (tmp_path / "text.parquet").write_text("hello")
+    (tmp_path / "empty.parquet").write_bytes(b"")
+    (tmp_path / "garbage.bin").write_bytes(b"hello, not a record set")
+    return tmp_path
+
+
+# {topic}: an existing topic (1 partition), {nope}: no such topic, {dir}: bad_files
+@pytest.mark.parametrize("argv, named", [
+    ("metadata {nope}", ["topic '{nope}' does not exist"]),
+    ("topics delete {nope}", ["UNKNOWN_TOPIC_OR_PARTITION", "{nope}"]),
+    ("produce {topic} -f {dir}/missing.parquet", ["No such file", "missing.parquet"]),
+    ("produce {topic} -f {dir}/text.parquet", ["{dir}/text.parquet", "Parquet"]),
+    ("produce {topic} -f {dir}/empty.parquet", ["{dir}/empty.parquet", "Parquet"]),
+    ("produce {topic} -f {dir}/Value.parquet", ["no 'value' column", "'Value'"]),
+    ("produce {topic} -f {dir}/text-timestamp.parquet", ["column 'timestamp'", "string"]),
+    ("produce {topic} -p 5", ["has no partition 5"]),
+    ("consume {nope}", ["UNKNOWN_TOPIC_OR_PARTITION", "{nope}"]),
+    ("consume {topic} -p 3", ["has no partition 3"]),
+    ("consume {topic} -o {dir}/no/such/dir/out.parquet", ["{dir}/no/such/dir/out.parquet"]),
+    ("offsets {nope}", ["UNKNOWN_TOPIC_OR_PARTITION", "{nope}"]),
+    ("groups describe {nope}", ["group '{nope}' does not exist"]),
+    ("transactions producers {nope}", ["topic '{nope}' does not exist"]),
+    ("transactions producers {topic} -p 3", ["has no partition 3"]),
+    ("decode {dir}/missing.bin", ["No such file", "missing.bin"]),
+    ("decode {dir}/garbage.bin", ["{dir}/garbage.bin", "no whole record set"]),
+    ("decode {dir}/garbage.bin --fetch-version 12", ["ProtocolError"]),
+])
+def test_each_command_s_failures_are_one_line_exit_1(tansu, unique_topic, bad_files, capsys,
+                                                    monkeypatch, argv, named):
+    from kproto import Admin
+
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 1})
+    where = {"topic": unique_topic, "nope": f"{unique_topic}-nope", "dir": str(bad_files)}
+    code, out, err = run(capsys, "-b", tansu.bootstrap, *argv.format(**where).split(),
+                         stdin=b"x\n", monkeypatch=monkeypatch)
+    assert code == 1 and out == ""
+    one_line(err, *(n.format(**where) for n in named))
+
+
+@pytest.mark.parametrize("argv, named", [
+    ("topics create t -c KEY", ["-c/--config", "'KEY' is not KEY=VALUE"]),
+    ("topics create t -p 0", ["-p/--partitions", "'0' is not a positive integer"]),
+    ("topics create t -r -1", ["-r/--replication-factor", "'-1'"]),
+    ("topics create", ["topics create needs topic names"]),
+    ("topics list t", ["topics list takes no topic names (got t)"]),
+    ("produce t -z brotli", ["-z/--compression", "'brotli'"]),
+    ("produce t -p -1", ["-p/--partition", "'-1' is not a partition"]),
+    ("produce t -H", ["-H/--header"]),
+    ("consume t -n -5", ["-n/--count", "'-5' is not a positive integer"]),
+    ("consume t -n 0", ["-n/--count", "'0'"]),
+    ("consume t --to later", ["--to", "'later'"]),
+    ("offsets t -t -1", ["-t/--time", "'-1'"]),
+    ("offsets t -p x", ["-p/--partition", "'x'"]),
+    ("groups describe", ["groups describe needs group ids"]),
+    ("groups list g", ["groups list takes no group ids"]),
+    ("transactions list -s Bogus", ["-s/--state", "'Bogus'"]),
+    ("transactions describe", ["transactions describe needs transactional ids"]),
+    ("decode f --fetch-version 99", ["--fetch-version", "99"]),
+    ("bench -n 0", ["-n/--records", "'0'"]),
+    ("metdata", ["invalid choice: 'metdata'"]),
+    ("metadata --nope", ["unrecognized arguments: --nope"]),
+])
+def test_malformed_command_lines_are_one_line_exit_2(capsys, argv, named):
+    """Usage errors exit 2 (argparse's convention), one line naming the argument."""
+    code, out, err = run(capsys, "-b", "127.0.0.1:1", *argv.split())
+    assert code == 2 and out == ""
+    one_line(err, *named, "--help")
+
+
+def test_no_broker_given(capsys, monkeypatch):
+    monkeypatch.delenv("KPROTO_BOOTSTRAP_SERVERS", raising=False)
+    code, _, err = run(capsys, "metadata")
+    assert code == 2
+    one_line(err, "no broker given", "KPROTO_BOOTSTRAP_SERVERS")
+
+
+@pytest.mark.parametrize("argv", [
+    ["-X", "sasl.password:hunter2", "metadata"],            # ':' for '='
+    ["-X", "sasl.password", "hunter2", "metadata"],         # ' ' for '='
+    ["-X", "sasl.oauthbearer.client.secret", "hunter2", "metadata"],
+    ["-X", "ssl.key.password=hunter2", "-X", "security.protocol=SSLX", "metadata"],
+    ["-b", "http://user:hunter2@127.0.0.1:1", "-X", "request.timeout.ms=500", "metadata"],
+])
+def test_errors_never_print_a_secret(capsys, argv):
+    code, out, err = run(capsys, "-b", "127.0.0.1:1", *argv)
+    assert code in (1, 2)
+    one_line(err)
+    assert "hunter2" not in err + out
+
+
+@pytest.mark.parametrize("argv", [
+    "metadata", "topics list", "topics create t", "produce t", "consume t", "offsets t",
+    "groups list", "groups describe g", "transactions list",
+])
+def test_unreachable_bootstrap_fails_in_bounded_time(capsys, monkeypatch, argv):
+    address = f"127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    code, _, err = run(capsys, "-b", address, "-X", "request.timeout.ms=1000",
+                       "-X", "max.block.ms=1000", *argv.split(), stdin=b"x\n",
                        monkeypatch=monkeypatch)
-    assert code == 1 and message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert code == 1 and time.monotonic() - start < 30
+    one_line(err, address, "is the broker running")
+
+
+def test_a_bug_is_one_line_unless_debugging(capsys, monkeypatch):
+    """An exception kproto does not expect says so and how to see it; --debug (or
+    KPROTO_DEBUG=1) prints the traceback; ^C exits 130 without a word."""
+    import kproto.cli as cli
+
+    def broken(args):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(cli, "cmd_bench", broken)
+    code, _, err = run(capsys, "bench")
+    assert code == 1
+    one_line(err, "ZeroDivisionError: float division by zero", "--debug")
+    code, _, err = run(capsys, "--debug", "bench")
+    assert code == 1 and "Traceback" in err and "ZeroDivisionError" in err
+    monkeypatch.setenv("KPROTO_DEBUG", "1")
+    code, _, err = run(capsys, "bench")
+    assert code == 1 and "Traceback" in err
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_bench", interrupted)
+    assert run(capsys, "bench") == (130, "", "")
+
+
+def test_consume_file_of_an_empty_range_and_produce_it_back(tansu, unique_topic, capsys,
+                                                            tmp_path):
+    """``consume -o`` writes a file (with Kafka's columns) even for no records, and a
+    file it wrote produces back (its topic, offset and timestampType are Kafka's)."""
+    from kproto import Admin
+
+    with Admin(bootstrap_servers=tansu.bootstrap) as admin:
+        admin.create_topics({unique_topic: 1, f"{unique_topic}-copy": 1})
+    out = tmp_path / "out.parquet"
+    assert run(capsys, "-b", tansu.bootstrap, "consume", unique_topic, "-o", str(out))[0] == 0
+    assert pq.read_table(out).num_rows == 0 and "offset" in pq.read_table(out).schema.names
+    with Producer(bootstrap_servers=tansu.bootstrap) as p:
+        p.send_batch(unique_topic, pa.table({"key": [b"a", b"b"], "value": [b"1", None]}),
+                     partition=0).result(10)
+    assert run(capsys, "-b", tansu.bootstrap, "consume", unique_topic, "-o", str(out))[0] == 0
+    code, _, err = run(capsys, "-b", tansu.bootstrap, "produce", f"{unique_topic}-copy",
+                       "-f", str(out))
+    assert code == 0, err
+    code, got, _ = run(capsys, "-b", tansu.bootstrap, "consume", f"{unique_topic}-copy",
+                       "--format", "json")
+    assert [(r["key"], r["value"]) for r in map(json.loads, got.splitlines())] == \
+        [("a", "1"), ("b", None)]
 
 
 def test_bad_bootstrap_and_unknown_partition(broker, unique_topic, capsys):
@@ -172,6 +341,22 @@ def test_entry_point_runs(tansu):
                           "-X", "request.timeout.ms=500", "metadata"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "Traceback" in out.stderr
+
+
+def test_a_closed_pipe_ends_quietly(tansu, unique_topic):
+    """``kproto consume ... | head -1``: exit 0, nothing on stderr (a BrokenPipeError
+    is an OSError, and was reported as an error)."""
+    with Producer(bootstrap_servers=tansu.bootstrap) as p:
+        p.send_batch(unique_topic, pa.table({"value": [b"x" * 100] * 5000}),
+                     partition=0).result(30)
+    proc = subprocess.Popen([sys.executable, "-m", "kproto", "-b", tansu.bootstrap, "consume",
+                             unique_topic, "--format", "raw"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"x" * 100 + b"\n"
+    proc.stdout.close()
+    assert proc.wait(60) == 0
+    assert proc.stderr.read() == b""
+    proc.stderr.close()
 
 
 @pytest.mark.brokers("noida", reason="Tansu and the mock have no ListTransactions, "
@@ -202,7 +387,7 @@ def test_transactions_list_describe_and_producers(broker, unique_topic, capsys):
     assert json.loads(out)[0]["state"] == "CompleteCommit"
     code, out, _ = run(capsys, "-b", broker.bootstrap, "transactions", "producers", topic)
     assert code == 0 and "producer id" in out
-    code, _, err = run(capsys, "-b", broker.bootstrap, "transactions", "describe")
-    assert code == 1 and "needs transactional ids" in err
+    code, _, err = run(capsys, "-b", broker.bootstrap, "transactions", "list", "-s", "Bogus")
+    assert code == 2 and "'Bogus'" in err       # not an empty list: no such state
     code, _, err = run(capsys, "-b", broker.bootstrap, "transactions", "producers", "nope-x")
-    assert code == 1 and "not found" in err
+    assert code == 1 and "topic 'nope-x' does not exist" in err

@@ -1,0 +1,226 @@
+"""The ``kproto`` command line (:mod:`kproto.cli` runs the commands): the parser,
+argument types that refuse a malformed value before anything runs, the two
+errors the commands raise, and the masking of secrets in what is printed.
+
+argparse's own errors are raised as :class:`UsageError` instead of printing a
+usage block: every error the command prints is one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+__all__ = ["CliError", "UsageError", "parser", "secrets", "mask"]
+
+
+class CliError(Exception):
+    """What was asked cannot be done: one line, exit 1."""
+
+    code = 1
+
+
+class UsageError(CliError):
+    """A malformed command line: one line, exit 2 (argparse's convention);
+    ``prog`` is the (sub)command it is about, when argparse knows it."""
+
+    code = 2
+
+    def __init__(self, message: str, prog: str | None = None) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.prog)
+
+
+# --------------------------------------------------------------------------- types
+
+
+def _at_least(low: int, what: str) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = low - 1
+        if n < low:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return n
+
+    return convert
+
+
+positive = _at_least(1, "a positive integer")
+partition = _at_least(0, "a partition (0 or more)")
+millis = _at_least(0, "a time in ms (0 or more)")
+
+
+def pair(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as ``(KEY, VALUE)``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
+def header(text: str) -> tuple[str, str | None]:
+    """``KEY=VALUE``, or ``KEY`` alone: a header with a null value."""
+    key, sep, value = text.partition("=")
+    return key, value if sep else None
+
+
+_OFFSET_SPEC = re.compile(r"earliest|latest|end|@\d+|-\d+|\d+")
+
+
+def offset_spec(text: str) -> str:
+    """``earliest``, ``latest``/``end``, an offset, ``-N`` (the last N), ``@MS``."""
+    if not _OFFSET_SPEC.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"bad offset {text!r}: use earliest, latest, a number, -N (the last N) or @MS "
+            "(a time in ms)")
+    return text
+
+
+def fetch_version(text: str) -> int:
+    from .protocol.apis import FETCH
+
+    if not text.isdigit() or int(text) not in FETCH.versions:
+        raise argparse.ArgumentTypeError(f"Fetch v{text} is not a version kproto knows "
+                                         f"({FETCH.versions.lo} to {FETCH.versions.hi})")
+    return int(text)
+
+
+def separator(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("an empty separator")
+    return text
+
+
+#: Kafka's transaction states (ListTransactions filters by these names)
+TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                      "CompleteAbort", "Dead", "PrepareEpochFence")
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+# --------------------------------------------------------------------------- secrets
+
+_SECRET_NAME = re.compile(r"password|secret|token|jaas|credential", re.IGNORECASE)
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^\s/@]+@")
+
+
+def secrets(argv: list[str]) -> list[str]:
+    """The values of secret settings on a command line (``-X sasl.password=...``,
+    and its slips ``KEY:VALUE`` and ``KEY VALUE``), for :func:`mask`."""
+    found = []
+    for i, token in enumerate(argv):
+        if token == "-X" and i + 1 < len(argv):
+            item, after = argv[i + 1], argv[i + 2:i + 3]
+        elif token.startswith("-X") and len(token) > 2:
+            item, after = token[2:], argv[i + 1:i + 2]
+        else:
+            continue
+        name = re.match(r"[\w.\-]*", item).group()  # type: ignore[union-attr]
+        if not _SECRET_NAME.search(name):
+            continue
+        value = item.partition("=")[2] if "=" in item else \
+            item[len(name):].lstrip(": \t") or "".join(after)
+        if value:
+            found.append(value)
+    return found
+
+
+def mask(text: str, hidden: list[str]) -> str:
+    """``text`` with every secret in ``hidden`` and any URL's user:password@ as ***."""
+    for secret in sorted(hidden, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return _URL_CREDENTIALS.sub("***@", text)
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+def parser(doc: str | None = None) -> argparse.ArgumentParser:
+    """The ``kproto`` parser: ``args.command`` names the command (``demo`` takes the
+    rest of the line as its own arguments)."""
+    p = _Parser(prog="kproto", description=doc,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-b", "--bootstrap-servers",
+                   default=os.environ.get("KPROTO_BOOTSTRAP_SERVERS"),
+                   help="host:port[,host:port] (default $KPROTO_BOOTSTRAP_SERVERS)")
+    p.add_argument("-X", action="append", metavar="KEY=VALUE", type=pair,
+                   help="a client setting under its Kafka name (repeatable)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--debug", action="store_true",
+                   help="tracebacks and protocol logs (also KPROTO_DEBUG=1)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("metadata", help="brokers, topics, partitions, leaders, ISR")
+    m.add_argument("topic", nargs="*")
+
+    t = sub.add_parser("topics", help="list, create or delete topics")
+    t.add_argument("action", choices=["list", "create", "delete"])
+    t.add_argument("names", nargs="*")
+    t.add_argument("-p", "--partitions", type=positive, help="(default: the broker's)")
+    t.add_argument("-r", "--replication-factor", type=positive,
+                   help="(default: the broker's)")
+    t.add_argument("-c", "--config", action="append", metavar="KEY=VALUE", type=pair)
+    t.add_argument("--if-not-exists", action="store_true")
+
+    pr = sub.add_parser("produce", help="records from stdin lines, a file, Parquet or Arrow")
+    pr.add_argument("topic")
+    pr.add_argument("-f", "--file", help="lines, .parquet or .arrow (default: stdin lines)")
+    pr.add_argument("-K", "--key-separator", type=separator,
+                    help="split each line into key SEP value")
+    pr.add_argument("-H", "--header", action="append", metavar="KEY=VALUE", type=header,
+                    help="a header on every record (KEY alone: a null value)")
+    pr.add_argument("-p", "--partition", type=partition, help="(default: murmur2 of the key)")
+    pr.add_argument("-z", "--compression", choices=CODECS)
+
+    c = sub.add_parser("consume", help="records to stdout or a Parquet file")
+    c.add_argument("topic")
+    c.add_argument("-p", "--partition", type=partition, action="append")
+    c.add_argument("--from", dest="from_", default="earliest", type=offset_spec,
+                   help="earliest, latest, OFFSET, -N (last N), @MS (time)")
+    c.add_argument("--to", default="end", type=offset_spec,
+                   help="end (the current end), OFFSET, @MS")
+    c.add_argument("--follow", action="store_true", help="keep reading new records")
+    c.add_argument("-n", "--count", type=positive, help="stop after this many records")
+    c.add_argument("--format", choices=["table", "json", "raw"], default="table")
+    c.add_argument("-o", "--output", help="write a Parquet file instead")
+    c.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                   default=sys.stderr.isatty(), help="progress on stderr (default on a tty)")
+
+    o = sub.add_parser("offsets", help="earliest/latest (and by time) per partition")
+    o.add_argument("topic")
+    o.add_argument("-p", "--partition", type=partition, action="append")
+    o.add_argument("-t", "--time", type=millis, help="also the offset at this time (ms)")
+
+    g = sub.add_parser("groups", help="list groups, or describe them with lag")
+    g.add_argument("action", choices=["list", "describe"])
+    g.add_argument("names", nargs="*", metavar="GROUP")
+
+    tx = sub.add_parser("transactions", help="list or describe transactions; a topic's "
+                        "producers")
+    tx.add_argument("action", choices=["list", "describe", "producers"])
+    tx.add_argument("names", nargs="*", help="transactional ids (describe), a topic (producers)")
+    tx.add_argument("-s", "--state", action="append", choices=TRANSACTION_STATES,
+                    help="list: only in this state")
+    tx.add_argument("-p", "--partition", type=partition, action="append",
+                    help="producers: only these")
+
+    d = sub.add_parser("decode", help="decode a record set or a Fetch response body file")
+    d.add_argument("file")
+    d.add_argument("--fetch-version", type=fetch_version,
+                   help="the file is a Fetch response body of this version")
+
+    be = sub.add_parser("bench", help="decode benchmark against the installed peers")
+    be.add_argument("-n", "--records", type=positive, default=200_000)
+
+    sub.add_parser("demo", help="the end-to-end demo (embedded broker, Arrow, Spark)")
+    return p
