@@ -14,8 +14,8 @@
 
 ``-b`` defaults to ``$KPROTO_BOOTSTRAP_SERVERS``; ``-X key=value`` passes any
 client setting (Kafka's names); ``--json`` prints machine-readable output.
-Every error is one line on stderr (secrets masked): exit 2 for a malformed
-command line, 1 for anything else, 130 on ^C; ``--debug`` (or ``KPROTO_DEBUG=1``)
+Every error is one line on stderr (secrets masked) and exit 1, a malformed
+command line too; 130 on ^C; ``--debug`` (or ``KPROTO_DEBUG=1``)
 shows the traceback and logs the protocol traffic.
 """
 
@@ -578,8 +578,8 @@ def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``kproto`` command; returns the exit code: 0, 1 (an error: one line on
-    stderr), 2 (a malformed command line: one line), 130 (^C)."""
+    """Run the ``kproto`` command; returns the exit code: 0, 1 (an error, a malformed
+    command line too: one line on stderr), 130 (^C)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     hidden = secrets(argv)
     prog, bootstrap = "kproto", None
@@ -598,8 +598,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         globals()[f"cmd_{args.command}"](args)
         sys.stdout.flush()              # a closed pipe shows here, not at exit
         return 0
-    except SystemExit as exc:           # --help
-        return exc.code if isinstance(exc.code, int) else 0
+    except SystemExit as exc:           # --help (0); argparse's own errors go through _Parser
+        return 1 if isinstance(exc.code, int) and exc.code else 0
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:             # kproto consume ... | head
@@ -607,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except CliError as exc:
         where = getattr(exc, "prog", None) or prog
-        text = str(exc) + (f" (see {where} --help)" if exc.code == 2 else "")
+        text = str(exc) + (f" (see {where} --help)" if isinstance(exc, UsageError) else "")
         _report(where, text, hidden)
         return exc.code
     except Exception as exc:

@@ -25,10 +25,9 @@ class CliError(Exception):
 
 
 class UsageError(CliError):
-    """A malformed command line: one line, exit 2 (argparse's convention);
-    ``prog`` is the (sub)command it is about, when argparse knows it."""
-
-    code = 2
+    """A malformed command line: one line, exit 1 as every other error (not
+    argparse's 2: one exit code for "it did not run"); ``prog`` is the (sub)command it
+    is about, when argparse knows it, and the line points at its ``--help``."""
 
     def __init__(self, message: str, prog: str | None = None) -> None:
         super().__init__(message)
