@@ -103,3 +103,20 @@ def test_a_column_twice_is_refused(tansu, unique_topic):
     with Producer(bootstrap_servers=tansu.bootstrap) as p, \
             pytest.raises(EncodeError, match=r"columns \['value'\] appear more than once"):
         p.send_batch(unique_topic, table, partition=0)
+
+
+def test_the_spark_sink_refuses_the_same_tables():
+    """The sink plans with send_batch's check (and its own 'topic' column): a DataFrame
+    without 'value', or with a column Kafka does not hold, fails before any task runs."""
+    types = pytest.importorskip("pyspark.sql.types")
+    from kproto.spark import KprotoWriter
+
+    def schema(*names):
+        return types.StructType([types.StructField(n, types.BinaryType()) for n in names])
+
+    options = {"kafka.bootstrap.servers": "127.0.0.1:1"}      # (never connected to)
+    with pytest.raises(EncodeError, match="no 'value' column"):
+        KprotoWriter({**options, "topic": "t"}, schema("key", "Value"))
+    with pytest.raises(EncodeError, match=r"\['payload'\] are not written"):
+        KprotoWriter({**options, "topic": "t"}, schema("value", "payload"))
+    KprotoWriter(options, schema("topic", "key", "value"))   # a topic column is the sink's

@@ -14,6 +14,7 @@ from pyspark.sql.datasource import (
 )
 
 from ..errors import ConfigError
+from ..producer_columns import check_names
 from .exactly_once import ExactlyOnce, TaskTransaction, abort_all, commit_all
 from .options import _option, client_settings
 from .typed import SinkFormats
@@ -50,15 +51,9 @@ class KprotoWriter(DataSourceArrowWriter):
         self.topic = _option(options, "topic")
         self.formats = SinkFormats.from_options(options)    # valueFormat/keyFormat
         names = [f.name for f in schema.fields] if hasattr(schema, "fields") else []
-        if "value" not in names:
-            raise ConfigError("writing to Kafka needs a 'value' column")
+        check_names(names, also=("topic",))         # send_batch's columns, and topic
         if self.topic is None and "topic" not in names:
             raise ConfigError("writing to Kafka needs a 'topic' option or column")
-        unknown = set(names) - {"key", "value", "topic", "partition", "headers",
-                                "timestamp"}
-        if unknown:
-            raise ConfigError(f"columns {sorted(unknown)} cannot be written to Kafka "
-                              "(key, value, topic, partition, headers, timestamp)")
 
     def write(self, iterator: Iterator[Any]) -> Any:
         from ..producer import Producer
