@@ -113,9 +113,14 @@ _SECRET_NAME = re.compile(r"password|secret|token|jaas|credential", re.IGNORECAS
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^\s/@]+@")
 
 
+_SCHEME_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+
+
 def secrets(argv: list[str]) -> list[str]:
     """The values of secret settings on a command line (``-X sasl.password=...``,
-    and its slips ``KEY:VALUE`` and ``KEY VALUE``), for :func:`mask`."""
+    and its slips ``KEY:VALUE`` and ``KEY VALUE``) and the user info of a bootstrap
+    address (``-b u:pw@host:9092``, also from ``$KPROTO_BOOTSTRAP_SERVERS``), for
+    :func:`mask`."""
     found = []
     for i, token in enumerate(argv):
         if token == "-X" and i + 1 < len(argv):
@@ -131,6 +136,17 @@ def secrets(argv: list[str]) -> list[str]:
             item[len(name):].lstrip(": \t") or "".join(after)
         if value:
             found.append(value)
+    # a bootstrap address with user info (u:pw@host, with or without a scheme)
+    addresses = [os.environ.get("KPROTO_BOOTSTRAP_SERVERS") or ""]
+    for i, token in enumerate(argv):
+        if token in ("-b", "--bootstrap-servers") and i + 1 < len(argv):
+            addresses.append(argv[i + 1])
+        elif token.startswith(("-b", "--bootstrap-servers=")) and token != "-b":
+            addresses.append(token.partition("=")[2] if "=" in token else token[2:])
+    for address in ",".join(addresses).split(","):
+        info = _SCHEME_PREFIX.sub("", address.strip()).rpartition("@")[0]
+        if info:
+            found.append(info)
     return found
 
 

@@ -252,6 +252,9 @@ def test_no_broker_given(capsys, monkeypatch):
     ["-X", "sasl.oauthbearer.client.secret", "hunter2", "metadata"],
     ["-X", "ssl.key.password=hunter2", "-X", "security.protocol=SSLX", "metadata"],
     ["-b", "http://user:hunter2@127.0.0.1:1", "-X", "request.timeout.ms=500", "metadata"],
+    ["-b", "user:hunter2@127.0.0.1:1", "-X", "request.timeout.ms=500", "metadata"],
+    ["--bootstrap-servers=127.0.0.1:1,u:hunter2@127.0.0.1:2", "-X", "request.timeout.ms=500",
+     "metadata"],
 ])
 def test_errors_never_print_a_secret(capsys, argv):
     code, out, err = run(capsys, "-b", "127.0.0.1:1", *argv)
