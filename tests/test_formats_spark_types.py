@@ -219,3 +219,22 @@ def test_planned_reader_schema_is_kept_when_the_subject_evolves():
              '{"name": "z", "type": "long"}]}'}))
         with pytest.raises(ConfigError, match="no version of subject users-value"):
             typed.read_formats(options, other)
+
+
+def test_sink_options_name_what_is_wrong():
+    """A record naming strategy without a schema has no record name for the subject (the
+    sink took <topic>-value's latest instead, and registered under another record's
+    subject); inline schema JSON that does not parse names its option."""
+    base = {"valueFormat": "avro", "schema.registry.url": "http://127.0.0.1:1"}
+    for strategy in ("RecordNameStrategy", "TopicRecordNameStrategy"):
+        with pytest.raises(ConfigError, match=f"valueSubjectNameStrategy={strategy} needs "
+                                              "valueSchema"):
+            typed.SinkFormats.from_options({**base, "valueSubjectNameStrategy": strategy})
+        assert typed.SinkFormats.from_options(
+            {**base, "valueSubjectNameStrategy": strategy, "valueSubject": "s"}) is not None
+    with pytest.raises(ConfigError, match="option valueSchema is not valid JSON"):
+        typed.SinkFormats.from_options({**base, "valueSchema": '{"type": "record",'})
+    with pytest.raises(ConfigError, match="option keySchema is not valid JSON"):
+        typed.read_formats({"keyFormat": "avro", "keySchema": "[bad"})
+    (column,) = typed.read_formats({"valueFormat": "avro", "valueSchema": " string "})
+    assert column.spark == pa.string()

@@ -62,13 +62,17 @@ def registry_client(options: Mapping[str, str]) -> SchemaRegistryClient | None:
     return SchemaRegistryClient.from_config(conf)
 
 
-def _inline(text: str | None) -> Any:
+def _inline(text: str | None, option: str) -> Any:
+    """An inline schema option: JSON, or a plain name (an Avro type such as "string", a
+    Protobuf message); JSON that does not parse is a ConfigError naming the option."""
     if text is None:
         return None
     try:
         return json.loads(text)
-    except ValueError:
-        return text          # a plain Avro type name such as "string"
+    except ValueError as exc:
+        if text.strip().startswith(("{", "[", '"')):
+            raise ConfigError(f"option {option} is not valid JSON: {exc}") from None
+        return text.strip()
 
 
 def spark_type(t: pa.DataType) -> pa.DataType:
@@ -242,7 +246,7 @@ def read_formats(options: Mapping[str, str], planned: Any = None) -> tuple[Colum
         if fmt is None or fmt.strip().lower() in ("binary", "bytes"):
             continue
         fmt = fmt.strip().lower()
-        schema = _inline(_option(options, f"{column}Schema"))
+        schema = _inline(_option(options, f"{column}Schema"), f"{column}Schema")
         subject = _option(options, f"{column}Subject")
         if subject is None and (schema is None or fmt == "protobuf"):   # (protobuf: a name)
             topics = [t.strip() for t in (_option(options, "subscribe") or "").split(",")
@@ -416,9 +420,15 @@ class SinkFormats:
                 raise ConfigError(f"option {column}SubjectNameStrategy: unknown strategy "
                                   f"{strategy!r} (TopicNameStrategy, RecordNameStrategy, "
                                   "TopicRecordNameStrategy)")
-            columns.append((column, fmt.strip().lower(),
-                            _inline(_option(options, f"{column}Schema")),
-                            _option(options, f"{column}Subject"), strategy))
+            schema = _inline(_option(options, f"{column}Schema"), f"{column}Schema")
+            subject = _option(options, f"{column}Subject")
+            if STRATEGIES[strategy.strip().lower()] != "topic" and schema is None \
+                    and subject is None and fmt != "protobuf":
+                # the record's name names the subject, and a DataFrame's rows name none
+                raise ConfigError(f"option {column}SubjectNameStrategy={strategy} needs "
+                                  f"{column}Schema (its record's name names the subject) or "
+                                  f"{column}Subject")
+            columns.append((column, fmt.strip().lower(), schema, subject, strategy))
         return cls(tuple(columns), client) if columns else None
 
     def encode(self, topic: str, table: pa.Table) -> pa.Table:
