@@ -141,9 +141,19 @@ def _single(field: Any) -> Any:
     if field.message_type is not None:
         return _converter(field.message_type)
     if field.type == field.TYPE_ENUM:
-        names = {v.number: v.name for v in field.enum_type.values}
+        names = _enum_names(field)
         return lambda number: names.get(number, str(number))
     return lambda value: value
+
+
+def _enum_names(field: Any) -> dict[int, str]:
+    """Number -> name of an enum field's values; of aliases (``allow_alias``), the first
+    declared, as the runtime's ``values_by_number[n]`` and its JSON printer have it
+    (``values_by_number.items()`` gives the last: upb)."""
+    names: dict[int, str] = {}
+    for value in field.enum_type.values:
+        names.setdefault(value.number, value.name)
+    return names
 
 
 def _build(messages: list[Any], descriptor: Any) -> pa.StructArray:
@@ -177,6 +187,8 @@ def _build(messages: list[Any], descriptor: Any) -> pa.StructArray:
                                      for m in messages], field, slot.type))
         else:
             children.append(_column([getattr(m, name) for m in messages], field, slot.type))
+    if not children:        # a message without fields (google.protobuf.Empty): no child
+        return pa.array([None if m else {} for m in missing], target)     # to count rows
     mask = pa.array(missing) if any(missing) else None
     return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
 
@@ -185,7 +197,7 @@ def _column(values: list[Any], field: Any, type: pa.DataType) -> pa.Array:
     if field.message_type is not None:
         return _build(values, field.message_type)
     if field.type == field.TYPE_ENUM:
-        names = {v.number: v.name for v in field.enum_type.values}
+        names = _enum_names(field)
         values = [None if v is None else names.get(v) or str(v) for v in values]
     return pa.array(values, type)
 
@@ -219,8 +231,67 @@ def decode(column: pa.Array, descriptor: Any, *, errors: str = "raise"
     """Plain protobuf payloads of one message type -> a struct array."""
     bad: dict[int, str] = {}
     messages = _parse(list(enumerate(column.to_pylist())), descriptor, bad)
+    array = _built(messages, list(range(len(messages))), descriptor, bad)
     _raise_first(bad, errors)
-    return _build(messages, descriptor), np.array(sorted(bad), np.int64)
+    return array, np.array(sorted(bad), np.int64)
+
+
+_UNBUILDABLE = (pa.ArrowException, TypeError, ValueError, OverflowError)
+
+
+def _built(messages: list[Any], rows: list[int], descriptor: Any, bad: dict[int, str]
+           ) -> pa.StructArray:
+    """:func:`_build`; when some message has no Arrow value (a proto2 string that is not
+    UTF-8: the runtime parses it and hands over its bytes), those found by bisection
+    are bad rows (``rows``: the row of each message) and null."""
+    try:
+        return _build(messages, descriptor)
+    except _UNBUILDABLE:
+        pass
+    messages = list(messages)
+    stack = [(0, len(messages))]
+    while stack:
+        lo, hi = stack.pop()
+        if all(m is None for m in messages[lo:hi]):
+            continue
+        try:
+            _build(messages[lo:hi], descriptor)
+            continue
+        except _UNBUILDABLE as exc:
+            if hi - lo == 1:
+                where = _not_utf8(messages[lo])
+                bad[rows[lo]] = (f"field {where} is not UTF-8 (a proto2 string)" if where
+                                 else f"not a {descriptor.full_name} Arrow holds: {exc}")
+                messages[lo] = None
+                continue
+        middle = (lo + hi) // 2
+        stack += [(middle, hi), (lo, middle)]
+    return _build(messages, descriptor)
+
+
+def _not_utf8(message: Any, path: str = "") -> str | None:
+    """The path of the first string field of ``message`` holding bytes, if any."""
+    for field, value in message.ListFields():
+        name = path + field.name
+        if _is_map(field):
+            value_field = field.message_type.fields_by_name["value"]
+            keys = list(value)
+            if any(isinstance(k, bytes) for k in keys) and \
+                    field.message_type.fields_by_name["key"].type == field.TYPE_STRING:
+                return f"{name} (a key)"        # (the runtime cannot look it up either)
+            values = [(f"{name}[{k!r}]", value[k]) for k in keys]
+        else:
+            values = [(f"{name}[{i}]", v) for i, v in enumerate(value)] \
+                if _repeated(field) else [(name, value)]
+            value_field = field
+        for where, one in values:
+            if value_field.message_type is not None:
+                found = _not_utf8(one, where + ".")
+                if found:
+                    return found
+            elif value_field.type == field.TYPE_STRING and isinstance(one, bytes):
+                return where
+    return None
 
 
 def _message_at(file: Any, indexes: tuple[int, ...]) -> Any:
@@ -298,7 +369,7 @@ def decode_framed(column: pa.Array, ids: np.ndarray, writers: dict[int, Any], re
         descriptor = _message_at(writers[schema_id], indexes)
         messages = _parse(list(rows), descriptor, bad)
         if _struct(descriptor) == target:
-            array = _build(messages, descriptor)
+            array = _built(messages, [row for row, _ in rows], descriptor, bad)
         else:                   # another message type: its fields matched to the reader's
             array = _converted(messages, [row for row, _ in rows], descriptor, reader, bad)
         pieces.append((np.array([row for row, _ in rows], np.int64), array))
@@ -422,6 +493,11 @@ def register(client: SchemaRegistryClient, subject: str, descriptor: Any,
 
 
 def _fill(message: Any, descriptor: Any, row: dict[str, Any]) -> None:
+    for oneof in descriptor.oneofs:     # the runtime keeps the last member set: refuse
+        given = [f.name for f in oneof.fields if row.get(f.name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"fields {' and '.join(given)} are members of one oneof "
+                             f"({oneof.name}): one at most may be set")
     for field in descriptor.fields:
         value = row.get(field.name)
         if value is None:
@@ -467,7 +543,10 @@ def encode(array: pa.Array, descriptor: Any, *, prefix: bytes = b"") -> pa.Binar
         message = cls()
         try:
             _fill(message, descriptor, row)
+            payload = message.SerializeToString()
         except (TypeError, ValueError) as exc:
             raise EncodeError(f"row {i}: does not fit {descriptor.full_name}: {exc}") from None
-        out.append(prefix + message.SerializeToString())
+        except Exception as exc:  # noqa: BLE001 - the runtime's EncodeError: a required field
+            raise EncodeError(f"row {i}: {exc}") from None
+        out.append(prefix + payload)
     return pa.array(out, pa.binary())
