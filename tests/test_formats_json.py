@@ -417,3 +417,21 @@ def test_a_number_past_a_doubles_range_is_a_bad_row_not_infinity():
         formats.decode(values, "json")
     with pytest.raises(FormatError, match=r"row 0: field l\[\]: a number beyond"):
         formats.decode(values.slice(1), "json", schema=typed)
+
+
+def test_local_refs_by_pointer_anchor_or_the_schemas_own_id():
+    """Local ``$ref``s as JSON Schema has them: a percent-encoded pointer (``~1`` a slash),
+    a pointer into an array, an anchor, the schema's own ``$id`` (absolute or relative)."""
+    schema = {"$id": "https://acme.com/s/order.json", "type": "object", "properties": {
+        "a": {"$ref": "#/$defs/a%20b~1c"}, "b": {"$ref": "#/$defs/list/1"},
+        "c": {"$ref": "#num"}, "d": {"$ref": "https://acme.com/s/order.json#/$defs/list/0"},
+        "e": {"$ref": "order.json#num"}},
+        "$defs": {"a b/c": {"type": "string"}, "list": [{"type": "boolean"},
+                                                        {"type": "integer"}],
+                  "n": {"$anchor": "num", "type": "number"}}}
+    assert json_format.arrow_type(schema) == pa.struct([
+        ("a", pa.string()), ("b", pa.int64()), ("c", pa.float64()), ("d", pa.bool_()),
+        ("e", pa.float64())])
+    for ref in ("other.json#/$defs/n", "#nothing", "#/$defs/list/2"):
+        with pytest.raises(SchemaError):
+            json_format.arrow_type({**schema, "properties": {"x": {"$ref": ref}}})

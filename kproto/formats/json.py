@@ -146,9 +146,10 @@ def _resolve(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> Map
     seen = 0
     while "$ref" in node:
         ref = str(node["$ref"])
-        if not ref.startswith("#"):
+        uri, fragment = urldefrag(urljoin(_id(root, ""), ref))
+        if uri != urldefrag(_id(root, ""))[0]:      # (by the schema's own $id: local too)
             raise SchemaError(f"{path}: only local $ref are supported, not {ref!r}")
-        target = _pointer(root, unquote(ref[1:]))
+        target = _pointer(root, unquote(fragment))
         if not isinstance(target, Mapping):
             raise SchemaError(f"{path}: $ref {ref!r} points at nothing")
         node = target
