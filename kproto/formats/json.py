@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from ..errors import FormatError, SchemaError
+from ..errors import EncodeError, FormatError, SchemaError
 from ._json_convert import Found, convert, integral_text, reading
 from ._wire import assemble, buffers, json_lines
 
@@ -602,5 +602,21 @@ def encode(array: pa.Array, *, prefix: bytes = b"") -> pa.BinaryArray:
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
                              default=_plain).encode
     out = [None if row is None else prefix + dumps(_plain(row)).encode()
-           for row in array.to_pylist()]
+           for row in _rows(array)]
     return pa.array(out, pa.binary())
+
+
+def _rows(array: pa.Array) -> list[Any]:
+    """``array`` as Python values; a value Python has no type for (a timestamp before
+    year 1 or past 9999 in its zone: no ISO 8601 text either) an EncodeError naming it."""
+    try:
+        return array.to_pylist()
+    except (OverflowError, ValueError):
+        pass
+    for row in range(len(array)):
+        try:
+            array[row].as_py()
+        except (OverflowError, ValueError) as exc:
+            raise EncodeError(f"row {row}: a value with no JSON text ({exc}: a time outside "
+                              "the years 1-9999 has no ISO 8601 form)") from None
+    return array.to_pylist()        # pragma: no cover - a failure that is no row's
