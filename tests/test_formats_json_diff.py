@@ -4,8 +4,9 @@ booleans, date-times, enums, nullable unions spelled every way, ``$ref`` into ``
 tests/json_schema_strategies.py) and random values, valid and mutated.
 
 The oracle is exact: a row decodes (is not a bad row) if and only if its value has an
-Arrow value of the schema's type (``project``), and then it decodes to that value (and what kproto encodes of it decodes the same). On top,
-against jsonschema's validation (format checking on): every valid value decodes, except
+Arrow value of the schema's type (``project``), and then it decodes to that value (and
+what kproto encodes of it decodes the same). On top, against jsonschema's validation
+(format checking on): every valid value decodes, except
 the documented few kproto cannot hold (integers past int64, fractions past microseconds,
 lone surrogates); every invalid value that decodes is invalid only for what kproto
 documents it does not check (docs/formats.md). And values confluent-kafka's
