@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,7 +162,8 @@ TIMES = st.builds(
     st.sampled_from(["Z", "z", "+00:00", "-00:00", "+23:59", "-12:30", "+05:45"]))
 
 NOT_QUITE = {   # values of the wrong type, or of the type but not representable / not valid
-    "integer": st.sampled_from([2.5, 1e300, 2**63, -(2**63) - 1, 2**64, True, "1", 1e-5]),
+    "integer": st.sampled_from([2.5, 1e300, 2**63, -(2**63) - 1, 2**64, True, "1", 1e-5,
+                                math.nan]),
     "number": st.sampled_from(["1.5", True, 10**400, [1.0]]),
     "string": st.sampled_from([5, True, "\ud800", {"a": 1}, ["x"]]),
     "date-time": st.sampled_from(["2024-05-06T07:08:09", "2024-05-06", "2024-02-30T00:00:00Z",
@@ -206,7 +208,8 @@ def _valid(shape: Shape, mutate: bool) -> st.SearchStrategy[Any]:
         base = st.integers(*INT64) | st.integers(-(2**53), 2**53).map(float) | \
             st.sampled_from([2**63 - 1, -(2**63), 2**53 + 1, -0.0, 1e18])
     elif kind == "number":
-        base = st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**70), 2**70)
+        base = st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**70), 2**70) \
+            | st.sampled_from([math.nan, math.inf, -math.inf])     # Python's json writes them
     elif kind == "string":
         base = st.text(max_size=5)
     elif kind == "date-time":
@@ -217,6 +220,22 @@ def _valid(shape: Shape, mutate: bool) -> st.SearchStrategy[Any]:
 
 
 # --------------------------------------------------------------------------- the oracle
+
+
+#: What a NaN is compared as (NaN is no value equal to itself). Python's json writes a
+#: NaN as ``NaN`` (not JSON), which pyarrow's reader reads as NaN.
+NAN = "NaN"
+
+
+def nan_free(value: Any) -> Any:
+    """``value`` with its NaNs as :data:`NAN`."""
+    if isinstance(value, float) and math.isnan(value):
+        return NAN
+    if isinstance(value, dict):
+        return {k: nan_free(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [nan_free(v) for v in value]
+    return value
 
 
 class Unrepresentable(Exception):
@@ -252,9 +271,12 @@ def project(value: Any, shape: Shape) -> Any:
             raise Unrepresentable(f"{value!r} is not a number")
         if kind == "number":
             try:
-                return float(value)
+                number = float(value)
             except OverflowError:
                 raise Unrepresentable("beyond a double", documented=True) from None
+            if math.isinf(number):          # Python's json writes Infinity: not JSON
+                raise Unrepresentable("Infinity", documented=True)
+            return NAN if math.isnan(number) else number
         if isinstance(value, float) and not value.is_integer():
             raise Unrepresentable(f"{value!r} is not an integer")
         if not INT64[0] <= value <= INT64[1]:

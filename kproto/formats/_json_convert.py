@@ -117,11 +117,11 @@ def _finite(array: pa.Array, owners: np.ndarray, found: Found, name: str) -> Non
 
 def _integers(array: pa.Array, t: pa.DataType, owners: np.ndarray, found: Found,
               path: Path) -> pa.Array:
-    values = array.to_numpy(zero_copy_only=False)       # nulls are NaN (JSON has no NaN)
-    valid = ~np.isnan(values)
+    values = array.to_numpy(zero_copy_only=False)
+    valid = np.asarray(array.is_valid())    # (not ~isnan: the reader takes NaN, Python's)
     limits = np.iinfo(t.to_pandas_dtype())
     with np.errstate(invalid="ignore"):
-        fraction = valid & (np.trunc(values) != values)     # (inf: trunc(inf) == inf)
+        fraction = valid & ~(np.trunc(values) == values)     # NaN too; trunc(inf) == inf
         outside = valid & ~fraction & ((values < float(limits.min)) |
                                        (values > float(limits.max)) | np.isinf(values))
     unsure = valid & ~fraction & ~outside & (np.abs(values) >= _EXACT)
