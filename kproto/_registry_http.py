@@ -29,14 +29,23 @@ What urllib3 does not give, this module adds:
   308 keep the method and body, as urllib3 does.
 - The proxies of the environment (``http_proxy``, ``https_proxy``, ``no_proxy``),
   as urllib used them; credentials in a proxy URL go as ``Proxy-Authorization``.
+- Answers of at most :data:`MAX_ANSWER_BYTES` (the client's ``max_answer_bytes``):
+  a Content-Length over it is refused before the body is read, and the body is
+  read in pieces (decompressed, if the server compressed it) and refused as soon as
+  it passes the cap, so no answer, with a length, chunked or running to the end of
+  the connection, holds more memory than that.
 - No secret in an error or a log line: URLs are shown by :func:`redact`, the
   credentials are :class:`Secret` (pickled with the client, printed as ``***``),
-  and whatever text of an answer an error quotes is scrubbed of them.
+  and whatever an error quotes of an answer is scrubbed of them: each string of a
+  JSON answer before it is serialised again, and the text in every spelling a
+  server might echo them in (raw, JSON- or repr-escaped, URL-quoted, the base64
+  token).
 """
 
 from __future__ import annotations
 
 import base64
+import html
 import http.client
 import json
 import logging
@@ -48,6 +57,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 
 import urllib3
@@ -63,6 +73,10 @@ log = logging.getLogger("kproto.schema_registry")
 
 #: Redirects followed in one attempt (urllib follows 10, requests 30, httpx 20).
 MAX_REDIRECTS = 5
+#: The largest answer read (bytes, decompressed): the client's default ``max_answer_bytes``.
+#: (A schema is rarely over a few hundred kB.)
+MAX_ANSWER_BYTES = 16 << 20
+_PIECE = 1 << 16
 _REDIRECTS = (301, 302, 303, 307, 308)
 _ACCEPT = ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, "
            "application/json")
@@ -218,13 +232,18 @@ class _HTTPSPool(HTTPSConnectionPool):
 
 # ---------------------------------------------------------------------- requests
 
-class Transport:
-    """HTTP for one client: its credentials and TLS settings, and a urllib3
-    PoolManager made on first use (again after unpickling, or in a forked child)."""
+Auth = tuple[str, Secret]
+"""Basic-auth credentials: a user and a password."""
 
-    def __init__(self, auth: tuple[str, Secret] | None,
+
+class Transport:
+    """HTTP for one client: its TLS settings, every credential it holds (each request
+    names the one it sends; an error is scrubbed of all), and a urllib3 PoolManager
+    made on first use (again after unpickling, or in a forked child)."""
+
+    def __init__(self, credentials: Sequence[Auth],
                  tls: tuple[str | None, str | None, str | None, Secret | None, bool]) -> None:
-        self._auth = auth
+        self._credentials = tuple(credentials)
         self._tls = tls
         self._managers: dict[str | None, urllib3.PoolManager] = {}   # proxy -> manager
         self._context: ssl.SSLContext | None = None
@@ -232,14 +251,13 @@ class Transport:
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_auth": self._auth, "_tls": self._tls}
+        return {"credentials": self._credentials, "tls": self._tls}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["_auth"], state["_tls"])   # type: ignore[misc]
+        self.__init__(state["credentials"], state["tls"])   # type: ignore[misc]
 
     def __repr__(self) -> str:
-        user = None if self._auth is None else self._auth[0]
-        return f"Transport(user={user!r})"
+        return f"Transport(users={[u for u, _ in self._credentials]!r})"
 
     def _pool(self, url: str) -> urllib3.PoolManager:
         """The manager for ``url``: direct, or through the proxy the environment names
@@ -290,27 +308,40 @@ class Transport:
         return context
 
     def scrub(self, text: str) -> str:
-        """``text`` (something the registry answered) without our credentials."""
-        if self._auth is not None:
-            user, password = self._auth
-            for secret in (self._token(), f"{user}:{password.value}", password.value):
-                if secret:
-                    text = text.replace(secret, "***")
+        """``text`` (something the registry answered) without our credentials, in
+        any spelling of them (see :func:`_spellings`)."""
+        for secret in _spellings(self._credentials):
+            text = text.replace(secret, "***")
         return text
 
-    def _token(self) -> str:
-        assert self._auth is not None
-        user, password = self._auth
-        return base64.b64encode(f"{user}:{password.value}".encode()).decode()
+    def scrub_json(self, value: Any) -> Any:  # noqa: ANN401 - a JSON value
+        """A JSON value (an answer) with every string in it, keys too, scrubbed: before it
+        is serialised, which would escape a password holding ``"``, ``\\`` or non-ASCII."""
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, list):
+            return [self.scrub_json(v) for v in value]
+        if isinstance(value, dict):
+            return {self.scrub(str(k)): self.scrub_json(v) for k, v in value.items()}
+        return value
 
-    def request(self, method: str, url: str, body: bytes | None, timeout: float) -> Any:  # noqa: ANN401
-        """The JSON answer of ``method url`` (None for an empty one), following
-        redirects, within ``timeout`` seconds; a SchemaRegistryError otherwise."""
+    def show(self, value: Any, size: int = 200) -> str:  # noqa: ANN401 - a JSON value
+        """A JSON value (part of an answer) as an error quotes it: scrubbed, then cut."""
+        if isinstance(value, (bytes, str)):
+            return self.excerpt(value, size)
+        text = json.dumps(self.scrub_json(value), ensure_ascii=False, default=str)
+        return self.scrub(text)[:size]
+
+    def request(self, method: str, url: str, body: bytes | None, timeout: float, *,
+                auth: Auth | None = None, limit: int = MAX_ANSWER_BYTES) -> Any:  # noqa: ANN401
+        """The JSON answer of ``method url`` (None for an empty one), sent with ``auth``,
+        following redirects, within ``timeout`` seconds and ``limit`` bytes; a
+        SchemaRegistryError otherwise."""
         headers = {"Accept": _ACCEPT}
         if body is not None:
             headers["Content-Type"] = _CONTENT_TYPE
-        if self._auth is not None:
-            headers["Authorization"] = f"Basic {self._token()}"
+        if auth is not None:
+            headers["Authorization"] = f"Basic {_token(auth)}"
         with Deadline(timeout) as deadline:
             for hops in range(MAX_REDIRECTS + 1):
                 pool = self._pool(url)
@@ -318,7 +349,9 @@ class Transport:
                     left = deadline.left()
                     answer = pool.urlopen(method, url, body=body, headers=headers,
                                           redirect=False, retries=_NO_RETRIES,
+                                          preload_content=False,
                                           timeout=urllib3.Timeout(connect=left, read=left))
+                    raw = self._read(answer, method, url, limit)
                 except (HTTPError, http.client.HTTPException, OSError) as exc:
                     raise self._failure(exc, method, url, deadline) from None
                 location = answer.headers.get("Location")
@@ -329,7 +362,34 @@ class Transport:
                                               "redirects", url=redact(url), status=answer.status)
                 url, method, body = self._redirect(answer.status, method, url, location,
                                                    body, headers)
-        return self._answer(method, url, answer)
+        return self._answer(method, url, answer.status, answer.reason, raw)
+
+    def _read(self, answer: Any, method: str, url: str, limit: int) -> bytes:  # noqa: ANN401
+        """The body of ``answer`` (decompressed), at most ``limit`` bytes: a longer one is
+        refused at its Content-Length, or as soon as the pieces read pass the limit."""
+        try:
+            length = answer.length_remaining      # None: chunked, or to the connection's end
+            if length is not None and length > limit:
+                raise self._too_big(method, url, limit, answer.status, f"Content-Length: {length}")
+            pieces, size = [], 0
+            while piece := answer.read(_PIECE):
+                size += len(piece)
+                if size > limit:
+                    raise self._too_big(method, url, limit, answer.status, "read past it")
+                pieces.append(piece)
+        except BaseException:
+            answer.close()                        # the rest unread: the connection goes
+            answer.release_conn()
+            raise
+        answer.release_conn()
+        return b"".join(pieces)
+
+    @staticmethod
+    def _too_big(method: str, url: str, limit: int, status: int, seen: str
+                 ) -> SchemaRegistryError:
+        return SchemaRegistryError(f"{method} failed: the answer is larger than {limit} bytes, "
+                                   f"the client's max_answer_bytes ({seen})", url=redact(url),
+                                   status=status)
 
     def _redirect(self, status: int, method: str, url: str, location: str, body: bytes | None,
                   headers: dict[str, str]) -> tuple[str, str, bytes | None]:
@@ -344,14 +404,15 @@ class Transport:
             elif _origin(old) != _origin(new) and "Authorization" in headers:
                 del headers["Authorization"]
                 log.info("%s %s: redirected to another origin, %s; credentials dropped",
-                         method, redact(url), redact(target))
+                         method, redact(url), self.scrub(redact(target)))
         except ValueError:                       # a port that is no number
             refused = "not a URL"
         if refused:
             raise SchemaRegistryError(f"{method} failed: HTTP {status} redirects to "
-                                      f"{redact(target)!r}, {refused}", url=redact(url),
-                                      status=status)
-        log.debug("%s %s: HTTP %d redirects to %s", method, redact(url), status, redact(target))
+                                      f"{self.scrub(redact(target))!r}, {refused}",
+                                      url=redact(url), status=status)
+        log.debug("%s %s: HTTP %d redirects to %s", method, redact(url), status,
+                  self.scrub(redact(target)))
         if status == 303 and method != "HEAD":
             headers.pop("Content-Type", None)
             return target, "GET", None
@@ -370,8 +431,8 @@ class Transport:
             text = f"registry unreachable ({reason})"
         return SchemaRegistryError(f"{method} failed: {text}", url=redact(url))
 
-    def _answer(self, method: str, url: str, answer: Any) -> Any:  # noqa: ANN401
-        status, raw = answer.status, answer.data
+    def _answer(self, method: str, url: str, status: int, reason: str | None,
+                raw: bytes) -> Any:  # noqa: ANN401 - a JSON value
         if 200 <= status < 300:
             if not raw:
                 return None
@@ -381,21 +442,46 @@ class Transport:
                 raise SchemaRegistryError(f"{method}: the answer is not JSON: "
                                           f"{self.excerpt(raw)!r}", url=redact(url),
                                           status=status) from None
-        code = None
+        code, message = None, None
         try:
             detail = json.loads(raw)
-            code, message = detail.get("error_code"), detail.get("message") or answer.reason
+            code, message = detail.get("error_code"), detail.get("message")
         except (ValueError, AttributeError):
-            message = self.excerpt(raw) or answer.reason
+            message = self.excerpt(raw)
         try:
-            code = None if code is None else int(code)
+            code = None if isinstance(code, bool) or code is None else int(code)
         except (TypeError, ValueError):
             code = None
+        shown = self.show(message, 4000) if message else self.scrub(reason or "")
         text = f"{method} failed: HTTP {status}" + (f", error {code}" if code else "") \
-            + f": {self.scrub(str(message))}"
+            + f": {shown}"
         raise SchemaRegistryError(text, url=redact(url), status=status, error_code=code)
 
     def excerpt(self, raw: bytes | str, size: int = 200) -> str:
         """The start of an answer, scrubbed (before it is cut: no part of a secret is left)."""
         text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
         return self.scrub(text)[:size]
+
+
+def _token(auth: Auth) -> str:
+    user, password = auth
+    return base64.b64encode(f"{user}:{password.value}".encode()).decode()
+
+
+def _spellings(credentials: Sequence[Auth]) -> list[str]:
+    """Every spelling of the credentials an answer might echo, longest first: the
+    base64 token, and ``user:password`` and the password raw, JSON-escaped (ASCII or
+    not), repr- and ascii()-escaped, URL-quoted (as a path, a component, a form) and
+    HTML-escaped. An empty password has none."""
+    found: set[str] = set()
+    for user, password in credentials:
+        if not password.value:
+            continue
+        found.add(_token((user, password)))
+        for text in (f"{user}:{password.value}", password.value):
+            found.update((text, json.dumps(text)[1:-1],
+                          json.dumps(text, ensure_ascii=False)[1:-1], repr(text)[1:-1],
+                          ascii(text)[1:-1], urllib.parse.quote(text),
+                          urllib.parse.quote(text, safe=""), urllib.parse.quote_plus(text),
+                          html.escape(text)))
+    return sorted(found - {""}, key=len, reverse=True)

@@ -23,7 +23,10 @@ under a subject, nor a numbered version; these are kept (up to
 
 Every failure raises :class:`kproto.errors.SchemaRegistryError` naming the
 URL, the subject, version and id the request was about, the HTTP status and
-the registry's ``error_code`` and message. Unreachable registries, 429 and 5xx
+the registry's ``error_code`` and message; so does an answer of another shape
+than the endpoint's (``"schema"`` not a string, a list for an object...), one
+about another id, subject or version than asked, and one over
+``max_answer_bytes`` (16 MiB). Unreachable registries, 429 and 5xx
 answers and attempts past their deadline are retried (``max_retries`` times,
 ``retry_backoff`` seconds apart, doubling, then the next URL of a
 comma-separated list); other errors are final.
@@ -41,13 +44,18 @@ and how the deadline is kept: ``kproto/_registry_http.py``.
 
 Secrets: the password (``basic_auth``, or in the URL) and ``ssl_key_password``
 never appear in an error, a repr or a log line (URLs are shown without their
-user info). A pickled client carries its credentials, as Spark's own options
+user info, answer text is scrubbed of the password in any spelling). Credentials
+in one URL of a comma-separated list are sent to that URL only; ``basic_auth``
+to all. A pickled client carries its credentials, as Spark's own options
 do: executors authenticate with them; ship it only where the options could go.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import numbers
+import re
 import threading
 import time
 import urllib.parse
@@ -56,10 +64,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._registry_http import Secret, Transport, log, redact
+from ._registry_http import MAX_ANSWER_BYTES, Auth, Secret, Transport, log, redact
 from .errors import ConfigError, SchemaRegistryError
 
-__all__ = ["RegisteredSchema", "SchemaReference", "SchemaRegistryClient", "as_client"]
+__all__ = ["MAX_ANSWER_BYTES", "RegisteredSchema", "SchemaReference", "SchemaRegistryClient",
+           "as_client"]
 
 #: The schemaType the registry assumes when a request or an answer names none.
 AVRO = "AVRO"
@@ -93,21 +102,32 @@ class RegisteredSchema:
     references: tuple[SchemaReference, ...] = field(default_factory=tuple)
 
     @classmethod
-    def from_json(cls, answer: Mapping[str, Any], *, schema_id: int | None = None,
-                  subject: str | None = None) -> RegisteredSchema:
+    def from_json(cls, answer: Any, *, schema_id: int | None = None,  # noqa: ANN401
+                  subject: str | None = None, version: int | None = None) -> RegisteredSchema:
         """From a registry answer (``GET /schemas/ids/{id}``, ``GET /subjects/{s}/versions/{v}``,
-        ``POST /subjects/{s}``); fields the answer leaves out are taken from the request."""
-        refs = tuple(SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
-                     for r in answer.get("references") or ())
-        found_id = answer.get("id", schema_id)
-        version = answer.get("version")
-        return cls(schema=str(answer["schema"]),
-                   schema_type=str(answer.get("schemaType") or AVRO).upper(),
-                   schema_id=None if found_id is None else int(found_id),
-                   subject=str(answer.get("subject") or subject) if (answer.get("subject")
-                                                                     or subject) else None,
-                   version=None if version is None else int(version),
-                   references=refs)
+        ``POST /subjects/{s}``); fields the answer leaves out are taken from the request.
+        A SchemaRegistryError if the answer is of another shape, or about another
+        ``schema_id``, ``subject`` or ``version`` than the request's."""
+        answer = _object(answer)
+        refs = answer.get("references")
+        if refs is not None and not isinstance(refs, list):
+            raise _Unexpected(f'"references" is {_kind(refs)}, not a list')
+        found_id = _member(answer, "id", int)
+        found_subject = _member(answer, "subject", str)
+        found_version = _member(answer, "version", int)
+        for what, asked, found in (("id", schema_id, found_id),
+                                   ("version", version, found_version),
+                                   ("subject", subject, found_subject)):
+            if asked is None or found is None or asked == found or (
+                    what == "subject" and _same_subject(str(asked), str(found))):
+                continue
+            raise _Unexpected(f"asked for {what} {asked!r}, the answer is about {what} "
+                              f"{found!r}")
+        return cls(schema=_member(answer, "schema", str, required=True),
+                   schema_type=(_member(answer, "schemaType", str) or AVRO).upper(),
+                   schema_id=schema_id if found_id is None else found_id,
+                   subject=found_subject or subject, version=found_version,
+                   references=tuple(_reference(r) for r in refs or ()))
 
 
 class _Lru:
@@ -149,13 +169,19 @@ class SchemaRegistryClient:
     """A Confluent Schema Registry client (see the module).
 
     ``url``: one URL or a comma-separated list (tried in order when one is
-    unreachable or failing); credentials in the URL (``https://user:pw@host``)
-    are used as basic auth. ``basic_auth``: ``"user:password"`` or a pair.
+    unreachable or failing); credentials in a URL (``https://user:pw@host``)
+    are that URL's basic auth, sent to it alone (the others send their own, or
+    none). ``basic_auth``: ``"user:password"`` or a pair, sent to every URL
+    (then no URL may hold credentials).
     TLS: ``ssl_ca_location`` (a CA file or directory; default: the system's),
     ``ssl_certificate_location`` / ``ssl_key_location`` / ``ssl_key_password``
     for a client certificate, ``ssl_verify=False`` to skip verification.
-    ``timeout``: the deadline of one attempt (seconds, connect to last byte);
-    ``max_retries`` and ``retry_backoff``: see the module.
+    ``timeout``: the deadline of one attempt (seconds, connect to last byte, at
+    most a day); ``max_retries`` (0 to 20) and ``retry_backoff`` (0 to 3600 s):
+    see the module. ``cache_capacity``: entries per cache (at least 1).
+    ``max_answer_bytes``: the largest answer read (:data:`MAX_ANSWER_BYTES`,
+    16 MiB); a larger one is a SchemaRegistryError. A setting out of range is a
+    ConfigError naming it.
     """
 
     def __init__(self, url: str, *, basic_auth: str | tuple[str, str] | None = None,
@@ -164,12 +190,20 @@ class SchemaRegistryClient:
                  ssl_key_location: str | None = None, ssl_key_password: str | None = None,
                  ssl_verify: bool = True, timeout: float = 30.0, max_retries: int = 2,
                  retry_backoff: float = 0.2, cache_capacity: int = 1000,
-                 latest_ttl: float | None = None) -> None:
+                 latest_ttl: float | None = None,
+                 max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         if not isinstance(url, str) or not url.strip():
             shown = repr(url) if isinstance(url, str) else type(url).__name__
             raise ConfigError(f"schema registry url must be a non-empty string, not {shown}")
+        self.timeout: float = _setting("timeout", timeout)
+        self.max_retries: int = _setting("max_retries", max_retries)
+        self.retry_backoff: float = _setting("retry_backoff", retry_backoff)
+        self.latest_ttl = None if latest_ttl is None else _setting("latest_ttl", latest_ttl)
+        self.max_answer_bytes: int = _setting("max_answer_bytes", max_answer_bytes)
+        cache_capacity = _setting("cache_capacity", cache_capacity)
+        #: The base URLs, without user info; ``_auths[i]`` is what ``urls[i]`` is sent.
         self.urls: list[str] = []
-        auth = None
+        self._auths: list[Auth | None] = []
         for one in url.split(","):
             one = one.strip().rstrip("/")
             parts, netloc = _split(one)
@@ -177,31 +211,25 @@ class SchemaRegistryClient:
                 # a password may hold a comma: show the whole list, redacted
                 shown = redact(url) if "@" in url else one
                 raise ConfigError(f"schema registry url {shown!r} is not an http(s) URL")
+            auth = None
             if parts.username is not None:
                 auth = (urllib.parse.unquote(parts.username),
                         Secret(urllib.parse.unquote(parts.password or "")))
                 one = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
             self.urls.append(one)
+            self._auths.append(auth)
         if basic_auth is not None:
-            if auth is not None:
+            if any(self._auths):
                 raise ConfigError("schema registry credentials given twice (in the url and "
                                   "as basic_auth)")
-            auth = _basic_auth(basic_auth)
+            self._auths = [_basic_auth(basic_auth)] * len(self.urls)
         if ssl_key_location and not ssl_certificate_location:
             raise ConfigError("ssl_key_location needs ssl_certificate_location")
         if ssl_ca_location and not ssl_verify:
             raise ConfigError("ssl_ca_location given with ssl_verify=False")
-        self._http = Transport(auth, (
+        self._http = Transport([a for a in self._auths if a is not None], (
             ssl_ca_location, ssl_certificate_location, ssl_key_location,
             None if ssl_key_password is None else Secret(str(ssl_key_password)), ssl_verify))
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-                or not timeout > 0:
-            raise ConfigError(f"schema registry timeout must be a positive number of seconds "
-                              f"(the deadline of one attempt), not {timeout!r}")
-        self.timeout = float(timeout)
-        self.max_retries = max(0, int(max_retries))
-        self.retry_backoff = retry_backoff
-        self.latest_ttl = latest_ttl
         self._by_id = _Lru(cache_capacity)          # (id, format) -> RegisteredSchema
         self._ids = _Lru(cache_capacity)            # (subject, type, text, refs) -> id
         self._versions = _Lru(cache_capacity)       # (subject, version, format) -> schema
@@ -231,14 +259,8 @@ class SchemaRegistryClient:
                     raise ConfigError(f"basic.auth.credentials.source {value!r} is not "
                                       "supported (USER_INFO or URL)")
                 continue
-            try:
-                if name in ("timeout", "latest_ttl"):
-                    value = float(value)
-                elif name in ("max_retries", "cache_capacity"):
-                    value = int(value)
-            except (TypeError, ValueError):
-                raise ConfigError(f"schema registry setting {key!r} must be a number, "
-                                  f"not {value!r}") from None
+            if name in _SETTINGS:
+                value = _setting(name, value, key)
             if name == "ssl_ca_location" and str(value).lower() == "false":
                 kwargs["ssl_verify"] = False
                 continue
@@ -271,12 +293,12 @@ class SchemaRegistryClient:
 
     def get_subjects(self) -> list[str]:
         """Every registered subject (``GET /subjects``)."""
-        return self._request("GET", "subjects", parse=lambda a: [str(s) for s in _list(a)])
+        return self._request("GET", "subjects", parse=lambda a: _list(a, str))
 
     def get_versions(self, subject: str) -> list[int]:
         """The versions registered under ``subject`` (``GET /subjects/{subject}/versions``)."""
         return self._request("GET", f"subjects/{_quote(subject)}/versions", subject=subject,
-                             parse=lambda a: [int(v) for v in _list(a)])
+                             parse=lambda a: _list(a, int))
 
     def get_version(self, subject: str, version: int | str = "latest", *,
                     format: str | None = None) -> RegisteredSchema:
@@ -294,9 +316,11 @@ class SchemaRegistryClient:
             hit = self._versions.get((subject, version, format))
             if hit is not None:
                 return hit
+        number = None if latest else int(version)
         found = self._request("GET", f"subjects/{_quote(subject)}/versions/{version}",
                               query={"format": format}, subject=subject, version=version,
-                              parse=lambda a: RegisteredSchema.from_json(a, subject=subject))
+                              parse=lambda a: RegisteredSchema.from_json(
+                                  a, subject=subject, version=number))
         if found.version is not None:
             self._versions.put((subject, found.version, format), found)
         if latest:
@@ -323,7 +347,8 @@ class SchemaRegistryClient:
             body = self._body(text, schema_type, references)
             found = self._request("POST", f"subjects/{_quote(subject)}/versions",
                                   query={"normalize": "true"} if normalize else None,
-                                  body=body, subject=subject, parse=lambda a: int(a["id"]))
+                                  body=body, subject=subject,
+                                  parse=lambda a: _member(_object(a), "id", int, required=True))
             self._ids.put(key, found)
             self._by_id.put((found, None), RegisteredSchema(
                 text, schema_type, found, subject, None, tuple(references)))
@@ -352,32 +377,28 @@ class SchemaRegistryClient:
         """Could ``schema`` be registered as a new version of ``subject``, under the
         subject's compatibility level (``POST /compatibility/subjects/{subject}/versions/{v}``)?"""
         body = self._body(_schema_text(schema), schema_type.upper(), references)
-        value = self._request("POST", f"compatibility/subjects/{_quote(subject)}/versions/"
-                              f"{version}", body=body, subject=subject, version=version,
-                              parse=lambda a: a.get("is_compatible"))
-        # the documentation shows both true and "true"
-        return value is True or str(value).lower() == "true"
+        return self._request("POST", f"compatibility/subjects/{_quote(subject)}/versions/"
+                             f"{version}", body=body, subject=subject, version=version,
+                             parse=_is_compatible)
 
     def get_compatibility(self, subject: str | None = None) -> str:
         """The compatibility level of ``subject``, or the global one (``GET /config``)."""
         path = "config" if subject is None else f"config/{_quote(subject)}"
-        return self._request("GET", path, subject=subject, parse=lambda a: str(
-            a.get("compatibilityLevel") or a.get("compatibility")))
+        return self._request("GET", path, subject=subject, parse=_level)
 
     def set_compatibility(self, level: str, subject: str | None = None) -> str:
         """Set the compatibility level (``BACKWARD``, ``FORWARD``, ``FULL``, their
         ``_TRANSITIVE`` forms, ``NONE``) of ``subject``, or the global one."""
         path = "config" if subject is None else f"config/{_quote(subject)}"
         return self._request("PUT", path, body={"compatibility": level.upper()},
-                             subject=subject, parse=lambda a: str(
-                                 a.get("compatibility") or a.get("compatibilityLevel")))
+                             subject=subject, parse=_level)
 
     def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:
         """Delete ``subject`` (soft, or ``permanent`` after a soft delete); the
         versions it had. Ids stay readable (``DELETE /subjects/{subject}``)."""
         return self._request("DELETE", f"subjects/{_quote(subject)}",
                              query={"permanent": "true"} if permanent else None,
-                             subject=subject, parse=lambda a: [int(v) for v in _list(a)])
+                             subject=subject, parse=lambda a: _list(a, int))
 
     # ------------------------------------------------------------------ HTTP
 
@@ -402,7 +423,7 @@ class SchemaRegistryClient:
         data = None if body is None else json.dumps(body).encode()
         where = {"subject": subject, "schema_id": schema_id, "version": version}
         failure: SchemaRegistryError | None = None
-        for base in self.urls:
+        for base, auth in zip(self.urls, self._auths, strict=True):
             url = f"{base}/{path}{suffix}"
             for attempt in range(self.max_retries + 1):
                 if attempt:
@@ -411,7 +432,8 @@ class SchemaRegistryClient:
                              self.max_retries, delay)
                     time.sleep(delay)
                 try:
-                    answer = self._http.request(method, url, data, self.timeout)
+                    answer = self._http.request(method, url, data, self.timeout, auth=auth,
+                                                limit=self.max_answer_bytes)
                 except SchemaRegistryError as exc:
                     failure = _with_context(exc, where)
                     if not failure.retriable:
@@ -419,11 +441,14 @@ class SchemaRegistryClient:
                     continue
                 try:
                     return parse(answer)
+                except _Unexpected as exc:
+                    why = f" ({self._http.scrub(exc._message)})"
                 except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-                    text = self._http.excerpt(json.dumps(answer))
-                    raise SchemaRegistryError(f"{method}: unexpected answer: {text}",
-                                              url=redact(url), status=200, subject=subject,
-                                              schema_id=schema_id, version=version) from None
+                    why = ""
+                raise SchemaRegistryError(f"{method}: unexpected answer{why}: "
+                                          f"{self._http.show(answer)}", url=redact(url),
+                                          status=200, subject=subject, schema_id=schema_id,
+                                          version=version) from None
         assert failure is not None
         raise failure
 
@@ -458,10 +483,140 @@ def _basic_auth(given: Any) -> tuple[str, Secret]:  # noqa: ANN401 - checked her
                       f"(a {type(given).__name__} was given)")
 
 
-def _list(answer: Any) -> list[Any]:  # noqa: ANN401 - checked here
-    if not isinstance(answer, list):
-        raise TypeError("not a list")
+# ---------------------------------------------------------------------- answers
+
+class _Unexpected(SchemaRegistryError):
+    """An answer of another shape than the endpoint's, or about something else."""
+
+
+def _kind(value: Any) -> str:  # noqa: ANN401 - any JSON value
+    """The JSON type of ``value``, as an error names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+_WANTED = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
+
+
+def _fits(value: Any, kind: type) -> bool:  # noqa: ANN401 - any JSON value
+    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+
+
+def _object(answer: Any) -> dict[str, Any]:  # noqa: ANN401 - checked here
+    if not isinstance(answer, dict):
+        raise _Unexpected(f"{_kind(answer)}, not an object")
     return answer
+
+
+def _member(answer: Mapping[str, Any], name: str, kind: type, *, required: bool = False
+            ) -> Any:  # noqa: ANN401 - of the type ``kind``
+    """``answer[name]``, of ``kind`` (JSON null: None), or an _Unexpected."""
+    value = answer.get(name)
+    if value is None:
+        if required:
+            raise _Unexpected(f'no "{name}"')
+        return None
+    if not _fits(value, kind):
+        raise _Unexpected(f'"{name}" is {_kind(value)}, not {_WANTED[kind]}')
+    return value
+
+
+def _list(answer: Any, kind: type) -> list[Any]:  # noqa: ANN401 - checked here
+    """``answer``, a list of ``kind`` items (subject names, version numbers)."""
+    if not isinstance(answer, list):
+        raise _Unexpected(f"{_kind(answer)}, not a list")
+    for item in answer:
+        if not _fits(item, kind):
+            raise _Unexpected(f"an item is {_kind(item)}, not {_WANTED[kind]}")
+    return answer
+
+
+def _reference(item: Any) -> SchemaReference:  # noqa: ANN401 - checked here
+    if not isinstance(item, dict):
+        raise _Unexpected(f"a reference is {_kind(item)}, not an object")
+    return SchemaReference(_member(item, "name", str, required=True),
+                           _member(item, "subject", str, required=True),
+                           _member(item, "version", int, required=True))
+
+
+def _is_compatible(answer: Any) -> bool:  # noqa: ANN401 - checked here
+    value = _object(answer).get("is_compatible")
+    if isinstance(value, str):            # the documentation shows both true and "true"
+        value = {"true": True, "false": False}.get(value.lower(), value)
+    if not isinstance(value, bool):
+        raise _Unexpected(f'"is_compatible" is {_kind(value)}, not true or false')
+    return value
+
+
+def _level(answer: Any) -> str:  # noqa: ANN401 - checked here
+    """The compatibility level of a ``/config`` answer (GET names it compatibilityLevel,
+    PUT compatibility)."""
+    answer = _object(answer)
+    for name in ("compatibilityLevel", "compatibility"):
+        level = _member(answer, name, str)
+        if level:
+            return level
+    raise _Unexpected('no "compatibilityLevel" or "compatibility"')
+
+
+_CONTEXT = re.compile(r":\.[^:]*:")
+
+
+def _same_subject(asked: str, found: str) -> bool:
+    """Is ``found`` (an answer's subject) the subject asked? The registry may qualify
+    it with a context (``:.ctx:name``, the context of a URL ending in
+    ``/contexts/.ctx``) or drop the default context's ``:.:``; two contexts differ."""
+    if asked == found:
+        return True
+    a, f = _CONTEXT.match(asked), _CONTEXT.match(found)
+    if a and f:
+        return False
+    return asked[a.end() if a else 0:] == found[f.end() if f else 0:]
+
+
+# ---------------------------------------------------------------------- settings
+
+#: name: (an integer?, in range?, what it must be). Bounds: a socket timeout or a
+#: sleep past them overflows, and none is a wait anyone means.
+_SETTINGS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
+    "timeout": (False, lambda v: 0 < v <= 86400,
+                "a number of seconds above 0 and at most 86400 (the deadline of one attempt)"),
+    "max_retries": (True, lambda v: 0 <= v <= 20, "an integer from 0 to 20"),
+    "retry_backoff": (False, lambda v: 0 <= v <= 3600, "a number of seconds from 0 to 3600"),
+    "cache_capacity": (True, lambda v: v >= 1, "an integer of at least 1"),
+    "latest_ttl": (False, lambda v: v >= 0, "a finite number of seconds, at least 0"),
+    "max_answer_bytes": (True, lambda v: v >= 1, "an integer of at least 1 (bytes)"),
+}
+
+
+def _setting(name: str, value: Any, key: str | None = None) -> Any:  # noqa: ANN401
+    """``value`` of the setting ``name`` as an int or a float, checked; a ConfigError
+    naming it (as ``key``, its confluent-kafka name, when it came by that) otherwise.
+    Under a confluent name a string is read as a number (Spark options are strings)."""
+    integer, in_range, what = _SETTINGS[name]
+    given: Any = value
+    if key is not None and isinstance(value, str):
+        try:
+            given = int(value) if integer else float(value)
+        except ValueError:
+            given = None
+    is_number = isinstance(given, numbers.Integral if integer else numbers.Real) \
+        and not isinstance(given, bool)
+    if is_number:
+        try:
+            number = int(given) if integer else float(given)
+        except OverflowError:                   # an int past a float's range
+            number = math.inf
+        if (integer or math.isfinite(number)) and in_range(number):
+            return number
+    raise ConfigError(f"schema registry setting {key or name} must be {what}, not {value!r}")
 
 
 def _quote(subject: str) -> str:

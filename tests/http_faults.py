@@ -1,8 +1,9 @@
 """A misbehaving HTTP/1.1 server on loopback, for the registry client's tests.
 
 Each request gets the next scripted answer: a list of steps, each ``bytes`` to
-send or a ``float`` to pause (seconds), so an answer can redirect, drip its
-status line and headers or its body a few bytes at a time, or never come. The
+send, a ``float`` to pause (seconds) or :data:`CLOSE`, so an answer can redirect,
+drip its status line and headers or its body a few bytes at a time, never come, or
+run to the end of the connection. The
 server records every request it read (method, path, headers) and stops every
 pause when it stops, so no handler thread outlives the test by more than a
 moment.
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 LOOPBACK = "127.0.0.1"
 #: a pause that lasts until the server stops
 FOREVER = 3600.0
+#: a step that closes the connection (the end of an answer without a length)
+CLOSE = None
 
 
 @dataclass
@@ -43,13 +46,26 @@ def answer(status: int, body: bytes = b"", headers: dict[str, str] | None = None
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-def redirect(location: str, status: int = 302) -> list[bytes | float]:
+def head(status: int, headers: dict[str, str] | None = None, *, reason: str = "X") -> bytes:
+    """An HTTP/1.1 status line and headers alone: no Content-Length unless ``headers``
+    give one, so without one (or ``Transfer-Encoding: chunked``) the body runs to
+    the end of the connection (end the answer with :data:`CLOSE`)."""
+    lines = [f"HTTP/1.1 {status} {reason}"] + [f"{k}: {v}" for k, v in (headers or {}).items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def chunk(data: bytes) -> bytes:
+    """``data`` as one chunk of a chunked body (``b""``: the last chunk)."""
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def redirect(location: str, status: int = 302) -> list[bytes | float | None]:
     return [answer(status, b"", {"Location": location})]
 
 
-def drip(data: bytes, *, every: float, size: int = 2) -> list[bytes | float]:
+def drip(data: bytes, *, every: float, size: int = 2) -> list[bytes | float | None]:
     """``data`` sent ``size`` bytes at a time, ``every`` seconds apart."""
-    steps: list[bytes | float] = []
+    steps: list[bytes | float | None] = []
     for i in range(0, len(data), size):
         steps += [data[i:i + size], every]
     return steps
@@ -64,8 +80,8 @@ class FaultServer:
     """
 
     def __init__(self, *, ssl_context: ssl.SSLContext | None = None) -> None:
-        self.answers: list[list[bytes | float]] = []
-        self.default: list[bytes | float] = [answer(200, b"[]")]
+        self.answers: list[list[bytes | float | None]] = []
+        self.default: list[bytes | float | None] = [answer(200, b"[]")]
         self.requests: list[Request] = []
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -97,7 +113,7 @@ class FaultServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def next_answer(self, request: Request) -> list[bytes | float]:
+    def next_answer(self, request: Request) -> list[bytes | float | None]:
         with self.lock:
             self.requests.append(request)
             return self.answers.pop(0) if self.answers else self.default
@@ -119,6 +135,8 @@ class _Handler(socketserver.BaseRequestHandler):
                     if request is None:
                         return
                     for step in owner.next_answer(request):
+                        if step is CLOSE:
+                            return
                         if isinstance(step, float):
                             if owner.stopping.wait(step):
                                 return

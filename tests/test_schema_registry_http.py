@@ -12,6 +12,7 @@ import pickle
 import ssl
 import time
 import traceback
+import urllib.parse
 
 import pytest
 
@@ -227,7 +228,96 @@ def test_an_answer_echoing_the_credentials_is_not_echoed(servers):
         _secret_free(_everything(info.value))
 
 
+# ---------------------------------------------------------------------- credentials per URL
+
+def _users(server: FaultServer) -> list[str | None]:
+    """The user:password each request to ``server`` carried (None: no Authorization)."""
+    found = [r.headers.get("authorization") for r in server.requests]
+    return [None if a is None else base64.b64decode(a.split()[1]).decode() for a in found]
+
+
+def test_credentials_in_a_url_go_to_that_url_only(servers):
+    """Each URL of a list keeps its own user info (confluent-kafka sends the first URL's
+    to every URL: to another organisation's registry too); basic_auth goes to all."""
+    first, second = servers
+    first.default = [answer(500, b'{"error_code": 50001, "message": "down"}')]
+    second.default = [answer(200, b'["s"]')]
+    hosts = [f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"]
+    for url, expected in [
+        (f"http://alice:apw@{hosts[0]},http://bob:bpw@{hosts[1]}", ["alice:apw", "bob:bpw"]),
+        (f"http://alice:apw@{hosts[0]},http://{hosts[1]}", ["alice:apw", None]),
+        (f"http://{hosts[0]},http://bob:bpw@{hosts[1]}", [None, "bob:bpw"]),
+    ]:
+        first.requests.clear()
+        second.requests.clear()
+        client = SchemaRegistryClient(url, max_retries=0)
+        shipped = pickle.loads(pickle.dumps(client))                # as to an executor
+        assert client.get_subjects() == shipped.get_subjects() == ["s"]
+        assert _users(first) == [expected[0]] * 2 and _users(second) == [expected[1]] * 2
+        assert "apw" not in repr(client) and "bpw" not in repr(vars(client))
+    first.requests.clear()
+    second.requests.clear()
+    client = SchemaRegistryClient(f"{first.url},{second.url}", basic_auth="carol:cpw",
+                                  max_retries=0)
+    assert client.get_subjects() == ["s"]
+    assert _users(first) == _users(second) == ["carol:cpw"]
+    with pytest.raises(ConfigError, match="twice"):
+        SchemaRegistryClient(f"{first.url},http://bob:bpw@{hosts[1]}", basic_auth="carol:cpw")
+
+
 # ---------------------------------------------------------------------- secrets
+
+#: passwords whose escaped forms (JSON, repr, URL-quoted) differ from them
+NASTY = ["pässwörd", 'quo"te\\pw', "per%25cent@at:co/lon", "ünï'\"\\%@:/ ,#?€", "Pa55\nline"]
+
+
+def _forms(user: str, password: str) -> list[str]:
+    """Every way an answer or an error might spell the credentials."""
+    forms = [base64.b64encode(f"{user}:{password}".encode()).decode()]
+    for text in (password, f"{user}:{password}"):
+        forms += [text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1],
+                  repr(text)[1:-1], ascii(text)[1:-1], urllib.parse.quote(text, safe=""),
+                  urllib.parse.quote(text), urllib.parse.quote_plus(text)]
+    return forms
+
+
+@pytest.mark.parametrize("password", NASTY)
+@pytest.mark.parametrize("given", ["basic_auth", "in the url"])
+def test_answers_echoing_a_nasty_password_are_scrubbed(servers, password, given):
+    """An answer may echo the credentials however it likes: raw, in JSON (escaped when it
+    is serialised again), base64, URL-quoted, in a redirect's Location."""
+    first, _ = servers
+    user = "user"
+    both = f"{user}:{password}"
+    token = base64.b64encode(both.encode()).decode()
+    quoted = urllib.parse.quote(password, safe="")
+    echoes = [
+        answer(200, json.dumps({"oops": f"you sent {both}", both: [password]}).encode()),
+        answer(200, json.dumps({"oops": f"you sent {both}"}, ensure_ascii=False).encode()),
+        answer(400, json.dumps({"error_code": 400, "message": {"detail": both,
+                                                              "token": token}}).encode()),
+        answer(400, json.dumps({"error_code": 400, "message": [password, quoted]}).encode()),
+        answer(401, f"plain: {both} / {token} / {quoted}".encode()),
+        answer(200, f"not json {password} {urllib.parse.quote_plus(password)}".encode()),
+        answer(302, b"", {"Location": f"ftp://elsewhere/{quoted}?{token}"}),
+        answer(400, b"", reason=quoted),
+    ]
+    first.answers = [[one] for one in echoes]
+    if given == "basic_auth":
+        client = SchemaRegistryClient(first.url, basic_auth=(user, password), max_retries=0)
+    else:
+        client = SchemaRegistryClient(f"http://{user}:{quoted}@127.0.0.1:{first.port}",
+                                      max_retries=0)
+    for _ in echoes:
+        with pytest.raises(SchemaRegistryError) as info:
+            client.get_schema(1)
+        shown = _everything(info.value)
+        leaked = [form for form in _forms(user, password) if form in shown]
+        assert not leaked, (leaked, shown)
+        assert "***" in str(info.value), str(info.value)
+    assert first.requests[0].headers["authorization"] == f"Basic {token}"
+
+
 
 @pytest.mark.parametrize("url", [
     f"svc:{PASSWORD}@registry:8081",
