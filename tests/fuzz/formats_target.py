@@ -150,10 +150,10 @@ def offline_registry() -> Any:
     from kproto.schema_registry import RegisteredSchema, SchemaRegistryClient
 
     class Offline(SchemaRegistryClient):
-        def _send(self, method: str, url: str, data: bytes | None,
-                  headers: dict[str, str]) -> Any:
+        def _request(self, method: str, path: str, **kwargs: Any) -> Any:
             raise SchemaRegistryError(f"{method} failed: HTTP 404, error 40403: Schema not "
-                                      "found", url=url, status=404, error_code=40403)
+                                      "found", url=f"{self.urls[0]}/{path}", status=404,
+                                      error_code=40403, schema_id=kwargs.get("schema_id"))
 
     client = Offline("http://127.0.0.1:9", max_retries=0)
     known = dict(REGISTERED)
