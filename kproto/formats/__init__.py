@@ -27,6 +27,7 @@ reason; with ``errors="null"`` they become nulls, and
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -401,13 +402,14 @@ def _registered(found: Any, format: str, client: SchemaRegistryClient) -> Any:
     """The schema of a registry answer, checked to be of ``format``, with the schemas it
     references resolved (recursively, each once): an AvroSchema parsed with them, a JSON
     Schema with them bundled, a Protobuf file descriptor with its imports. Kept per
-    registry, so a task asks for each referenced version once."""
+    client (whose credentials fetched them), so it asks for each referenced version once."""
     kind = _REGISTRY_TYPES[format]
     if found.schema_type != kind:
         raise SchemaError(f"schema id {found.schema_id} is a {found.schema_type} schema, not "
                           f"{kind}")
-    key = (tuple(client.urls), found, format)
-    hit = _RESOLVED.get(key)
+    with _RESOLVED_LOCK:
+        mine = _RESOLVED.setdefault(client, {})
+        hit = mine.get((found, format))
     if hit is not None:
         return hit
     if format == "protobuf":
@@ -425,13 +427,15 @@ def _registered(found: Any, format: str, client: SchemaRegistryClient) -> Any:
         else:
             schema = json_format.bundle(found.schema, {name: r.schema for name, r in refs})
     with _RESOLVED_LOCK:
-        _RESOLVED[key] = schema
-        while len(_RESOLVED) > 256:
-            _RESOLVED.pop(next(iter(_RESOLVED)))
+        mine[(found, format)] = schema
+        while len(mine) > 256:
+            mine.pop(next(iter(mine)))
     return schema
 
 
-_RESOLVED: dict[tuple[Any, ...], Any] = {}
+#: Resolved schemas per client (dropped with it): (RegisteredSchema, format) -> schema
+_RESOLVED: weakref.WeakKeyDictionary[SchemaRegistryClient, dict[tuple[Any, str], Any]] = \
+    weakref.WeakKeyDictionary()
 _RESOLVED_LOCK = threading.Lock()
 
 
