@@ -32,8 +32,9 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
+from . import producer_columns
 from .cli_args import CliError, UsageError, mask, parser, secrets
-from .errors import KafkaConnectionError, KafkaTimeoutError, KprotoError
+from .errors import EncodeError, KafkaConnectionError, KafkaTimeoutError, KprotoError
 
 __all__ = ["main"]
 
@@ -369,6 +370,12 @@ def cmd_produce(args: argparse.Namespace) -> None:
         header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
         table = table.append_column("headers", pa.array(
             [[{"key": k, "value": v} for k, v in hdrs]] * table.num_rows, header_type))
+    if args.file:               # checked before connecting; the error names the file
+        try:
+            producer_columns.check_names(table.schema.names)
+            producer_columns.checked_table(table, args.partition)
+        except EncodeError as exc:
+            raise CliError(f"{args.file}: {exc}") from None
     settings = _filtered(_settings(args), "producer")
     if args.compression:
         settings["compression.type"] = args.compression

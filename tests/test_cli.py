@@ -168,6 +168,7 @@ def bad_files(tmp_path):
     pq.write_table(pa.table({"key": [b"k"], "Value": [b"v"]}), tmp_path / "Value.parquet")
     pq.write_table(pa.table({"value": [b"v"], "timestamp": ["2024-01-01T00:00"]}),
                    tmp_path / "text-timestamp.parquet")
+    pq.write_table(pa.table({"value": [{"a": 1}]}), tmp_path / "struct.parquet")
     (tmp_path / "text.parquet").write_text("hello")
     (tmp_path / "empty.parquet").write_bytes(b"")
     (tmp_path / "garbage.bin").write_bytes(b"hello, not a record set")
@@ -181,8 +182,11 @@ def bad_files(tmp_path):
     ("produce {topic} -f {dir}/missing.parquet", ["No such file", "missing.parquet"]),
     ("produce {topic} -f {dir}/text.parquet", ["{dir}/text.parquet", "Parquet"]),
     ("produce {topic} -f {dir}/empty.parquet", ["{dir}/empty.parquet", "Parquet"]),
-    ("produce {topic} -f {dir}/Value.parquet", ["no 'value' column", "'Value'"]),
-    ("produce {topic} -f {dir}/text-timestamp.parquet", ["column 'timestamp'", "string"]),
+    ("produce {topic} -f {dir}/Value.parquet", ["{dir}/Value.parquet", "no 'value' column",
+                                                "'Value'"]),
+    ("produce {topic} -f {dir}/text-timestamp.parquet", ["{dir}/text-timestamp.parquet",
+                                                         "column 'timestamp'", "string"]),
+    ("produce {topic} -f {dir}/struct.parquet", ["{dir}/struct.parquet", "column 'value'"]),
     ("produce {topic} -p 5", ["has no partition 5"]),
     ("consume {nope}", ["UNKNOWN_TOPIC_OR_PARTITION", "{nope}"]),
     ("consume {topic} -p 3", ["has no partition 3"]),
