@@ -38,7 +38,7 @@ from .json_schema_strategies import (
     values,
 )
 
-SETTINGS = settings(max_examples=150, deadline=None, database=None,
+SETTINGS = settings(max_examples=500, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 #: What kproto documents it does not check (docs/formats.md, "JSON"): constraints beyond
@@ -202,7 +202,7 @@ def registry():
 _topics = iter(range(10**6))
 
 
-@settings(max_examples=40, deadline=None, database=None,
+@settings(max_examples=60, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(case=cases(mutate=False))

@@ -24,7 +24,7 @@ from kproto.testing import SchemaRegistryServer
 
 from .protobuf_strategies import NotUtf8, comparable, expected, files, fill, message_class
 
-SETTINGS = settings(max_examples=120, deadline=None, database=None,
+SETTINGS = settings(max_examples=500, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -100,7 +100,7 @@ def registry():
 _topics = itertools.count()
 
 
-@settings(max_examples=25, deadline=None, database=None,
+@settings(max_examples=40, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(file=files(), data=st.data())

@@ -126,8 +126,10 @@ def _integers(array: pa.Array, t: pa.DataType, owners: np.ndarray, found: Found,
                                        (values > float(limits.max)) | np.isinf(values))
     unsure = valid & ~fraction & ~outside & (np.abs(values) >= _EXACT)
     for e in np.flatnonzero(fraction | outside).tolist():
+        value = float(values[e])
+        shown = int(value) if value.is_integer() and abs(value) < _EXACT else value
         what = "is not an integer" if fraction[e] else f"is out of {t}'s range"
-        found.bad.setdefault(int(owners[e]), f"field {_name(path)}: {float(values[e])!r} {what}")
+        found.bad.setdefault(int(owners[e]), f"field {_name(path)}: {shown!r} {what}")
     if unsure.any():
         found.ambiguous.update(owners[unsure].tolist())
         found.paths.add(path)
