@@ -218,3 +218,16 @@ def test_encoded_bytes_are_fastavros() -> None:
     fastavro.schemaless_writer(buf, fastavro.parse_schema(json.loads(json.dumps(schema))),
                                {"v": MIDNIGHT})
     assert out[0] == buf.getvalue()
+
+
+def test_plain_columns_into_unions_pick_the_branch_that_means_them() -> None:
+    """Found by tests/test_avro_pairs.py: a null column into a one-branch union
+    (``["null"]``) fitted no branch; a decimal column into a union found none; a date
+    column went to a timestamp branch before the date one, an int column to a date
+    branch before a plain int."""
+    D = decimal.Decimal
+    assert _round_trip(["null"], pa.nulls(2)) == [None, None]
+    assert _round_trip(["null", _dec(5, 2)], pa.array([D("1.25"), None], pa.decimal128(5, 2))) \
+        == [D("1.25"), None]
+    assert _round_trip([_long("timestamp-millis"), _int("date")], pa.array([DAY])) == [DAY]
+    assert _round_trip(["null", _int("date"), "long"], pa.array([5])) == [5]

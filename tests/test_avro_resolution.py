@@ -173,6 +173,17 @@ def test_reader_union_prefers_the_branch_of_the_same_full_name() -> None:
 
 
 @pytest.mark.usefixtures("loop")
+def test_a_value_stays_in_its_branch_of_the_same_union() -> None:
+    """A union of string and bytes read with one that also holds null: a bytes value
+    reads as bytes (Java: the same type before a promotion). fastavro reads it into the
+    first branch it matches, the string."""
+    union, reader = ["string", "bytes"], ["string", "bytes", "null"]
+    got, _ = _decode(union, reader, [b"x", "y"])
+    assert got == [b"x", "y"]
+    assert read(union, write(union, [b"x"]), reader) == ["x"]          # fastavro
+
+
+@pytest.mark.usefixtures("loop")
 def test_fixed_needs_the_same_size_and_name() -> None:
     f4 = {"type": "fixed", "name": "F", "size": 4}
     assert _decode(f4, {**f4, "namespace": "other"}, [b"abcd"])[0] == [b"abcd"]

@@ -276,7 +276,7 @@ class EncodeProgram:
             start_t = len(self.table)
             self.table += table
             return self._node(_ops.E_UNION, src, path, a=start_t, b=len(table) // 2)
-        branch = _branch_for_type(node, arr.type)
+        branch = 0 if len(node.branches) == 1 else _branch_for_type(node, arr.type)
         if branch < 0:
             raise EncodeError(f"{path}: a {arr.type} column fits no branch of the union "
                               "(give a dense union column)")
@@ -416,7 +416,22 @@ def _branch_index(node: Node, name: str, i: int) -> int:
 
 
 def _branch_for_type(node: Node, t: pa.DataType) -> int:
-    """The branch a plain (non-union) column's values go to: the first of its kind."""
+    """The branch a plain (non-union) column's values go to: the first of its kind, one
+    without a logical type before one with (a decimal column: the first decimal; a
+    temporal one: the first whose logical type means the same, then one it converts to)."""
+    branches = node.branches
+    if pa.types.is_null(t):
+        return next((j for j, b in enumerate(branches) if b.type == "null"), -1)
+    if pa.types.is_decimal(t):
+        return next((j for j, b in enumerate(branches) if b.logical == "decimal"), -1)
+    if pa.types.is_temporal(t):
+        wants = [(j, _TEMPORAL.get(b.logical or "")) for j, b in enumerate(branches)]
+        for j, want in wants:
+            if want is not None and _same_kind(t, want) and _same_kind(want, t):
+                return j
+        for j, want in wants:
+            if want is not None and _same_kind(t, want):
+                return j
     kinds = (["int", "long"] if pa.types.is_integer(t) else ["double", "float"]
              if pa.types.is_floating(t) else ["string", "enum", "bytes"]
              if pa.types.is_string(t) or pa.types.is_large_string(t)
@@ -427,10 +442,11 @@ def _branch_for_type(node: Node, t: pa.DataType) -> int:
              else ["map"] if pa.types.is_map(t) else ["array"] if pa.types.is_list(t)
              or pa.types.is_large_list(t) else ["long", "int"] if pa.types.is_temporal(t)
              else [])
-    for kind in kinds:
-        for j, b in enumerate(node.branches):
-            if b.type == kind:
-                return j
+    for plain in (True, False):
+        for kind in kinds:
+            for j, b in enumerate(branches):
+                if b.type == kind and (b.logical is None) == plain:
+                    return j
     return -1
 
 
