@@ -92,9 +92,11 @@ def convert(array: pa.Array, t: pa.DataType, owners: np.ndarray, found: Found,
         offsets = pc.subtract(array.offsets, array.offsets[0])
         kind = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
         return kind.from_arrays(offsets, items, type=t, mask=mask)
-    if pa.types.is_timestamp(t):
+    if pa.types.is_timestamp(t) and pa.types.is_string(array.type):
         return _timestamps(array, t, owners, found, _name(path))
-    return _integers(array, t, owners, found, path)
+    if pa.types.is_integer(t) and pa.types.is_floating(array.type):
+        return _integers(array, t, owners, found, path)
+    return array.cast(t)        # (the reader's type for one it was asked for: none known)
 
 
 def _has_floats(t: pa.DataType) -> bool:
