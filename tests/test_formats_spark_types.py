@@ -225,13 +225,24 @@ def test_sink_options_name_what_is_wrong():
     """A record naming strategy without a schema has no record name for the subject (the
     sink took <topic>-value's latest instead, and registered under another record's
     subject); inline schema JSON that does not parse names its option."""
-    base = {"valueFormat": "avro", "schema.registry.url": "http://127.0.0.1:1"}
+    base = {"valueFormat": "json", "schema.registry.url": "http://127.0.0.1:1"}
     for strategy in ("RecordNameStrategy", "TopicRecordNameStrategy"):
         with pytest.raises(ConfigError, match=f"valueSubjectNameStrategy={strategy} needs "
                                               "valueSchema"):
             typed.SinkFormats.from_options({**base, "valueSubjectNameStrategy": strategy})
         assert typed.SinkFormats.from_options(
             {**base, "valueSubjectNameStrategy": strategy, "valueSubject": "s"}) is not None
+    with SchemaRegistryServer() as registry:
+        # Avro: the schema derived from the column (record <topic>_value) names the
+        # subject; <topic>-value's latest (another record) is not asked
+        client = SchemaRegistryClient(registry.url)
+        client.register("t-value", {"type": "record", "name": "User", "namespace": "shop",
+                                    "fields": [{"name": "name", "type": "string"}]})
+        sink = typed.SinkFormats.from_options({
+            "valueFormat": "avro", "schema.registry.url": registry.url,
+            "valueSubjectNameStrategy": "TopicRecordNameStrategy"})
+        sink.encode("t", pa.table({"value": pa.array([{"id": 1}])}))
+        assert client.get_subjects() == ["t-t_value", "t-value"]
     with pytest.raises(ConfigError, match="option valueSchema is not valid JSON"):
         typed.SinkFormats.from_options({**base, "valueSchema": '{"type": "record",'})
     with pytest.raises(ConfigError, match="option keySchema is not valid JSON"):

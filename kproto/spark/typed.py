@@ -423,10 +423,11 @@ class SinkFormats:
             schema = _inline(_option(options, f"{column}Schema"), f"{column}Schema")
             subject = _option(options, f"{column}Subject")
             if STRATEGIES[strategy.strip().lower()] != "topic" and schema is None \
-                    and subject is None and fmt != "protobuf":
+                    and subject is None and fmt == "json":
                 # the record's name names the subject, and a DataFrame's rows name none
+                # (Avro: the schema derived from the column's type, named <topic>_<column>)
                 raise ConfigError(f"option {column}SubjectNameStrategy={strategy} needs "
-                                  f"{column}Schema (its record's name names the subject) or "
+                                  f"{column}Schema (its title names the subject) or "
                                   f"{column}Subject")
             columns.append((column, fmt.strip().lower(), schema, subject, strategy))
         return cls(tuple(columns), client) if columns else None
@@ -442,9 +443,11 @@ class SinkFormats:
             if schema is None and fmt != "protobuf" and self.registry is not None:
                 key = (topic, column)       # the subject's latest (its id, its references)
                 if key not in self.resolved:
+                    by_topic = subject is not None or STRATEGIES[strategy.strip().lower()] \
+                        == "topic"          # (a record strategy: no <topic>-value to ask)
                     self.resolved[key] = _latest_or_derived(
-                        self.registry, subject or f"{topic}-{column}", values.type, topic,
-                        column, fmt)
+                        self.registry if by_topic else None, subject or f"{topic}-{column}",
+                        values.type, topic, column, fmt)
                 schema = self.resolved[key]
             name = formats.record_name(schema, fmt)
             where = subject or (None if self.registry is None else
@@ -455,14 +458,16 @@ class SinkFormats:
         return table
 
 
-def _latest_or_derived(client: SchemaRegistryClient, subject: str, t: pa.DataType,
+def _latest_or_derived(client: SchemaRegistryClient | None, subject: str, t: pa.DataType,
                        topic: str, column: str, fmt: str) -> Any:
-    """The subject's latest version; for a subject without versions, an Avro schema
-    derived from the column's type (JSON: None, formats.encode derives one)."""
+    """The subject's latest version; for a subject without versions (or no ``client`` to
+    ask), an Avro schema derived from the column's type (JSON: None, formats.encode
+    derives one)."""
     from ..errors import SchemaRegistryError
 
     try:
-        return client.get_latest(subject)
+        if client is not None:
+            return client.get_latest(subject)
     except SchemaRegistryError as exc:
         if exc.error_code != 40401:
             raise
