@@ -106,8 +106,8 @@ class EncodeProgram:
         if arr.null_count or first_bad is not None:
             valid = np.ascontiguousarray(arr.is_valid().to_numpy(zero_copy_only=False),
                                          np.uint8)
-            if first_bad is not None:
-                valid[first_bad:] = _ops.REFUSED
+            if first_bad is not None:       # it and all after it: none is written, the
+                valid[first_bad:] = _ops.REFUSED   # row order of a child array aside
         self.valid.append(valid)
         self.offsets.append(None if offsets is None else np.ascontiguousarray(offsets,
                                                                               np.int64))

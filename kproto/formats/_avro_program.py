@@ -228,7 +228,7 @@ class Program:
                 except SchemaError as exc:
                     node, reason = -1, str(exc)
                 else:
-                    reason = f"the reader's {_name(r)} has no branch for the writer's {_name(b)}"
+                    reason = f"the writer's {_name(b)} cannot be read as the reader's {_name(r)}"
                 if node < 0:
                     why.append(reason)
                     node = -len(self.unreadable) - 1
