@@ -64,6 +64,9 @@ class SchemaRegistryServer:
         self.users = users
         self.canned = dict(canned or {})
         self.requests: list[tuple[str, str]] = []
+        #: the client's (host, port) of each of ``requests``: one keep-alive connection
+        #: per client process tells processes apart
+        self.peers: list[tuple[str, int]] = []
         self.lock = threading.Lock()
         self.schemas: list[dict[str, Any]] = []         # id - 1 -> {"schema", "schemaType", ...}
         self.subjects: dict[str, list[int]] = {}         # subject -> ids, version = index + 1
@@ -337,6 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
         registry = self.registry
         with registry.lock:
             registry.requests.append((method, self.path))
+            registry.peers.append(self.client_address[:2])
             failure = registry.fail_next.pop(0) if registry.fail_next else None
         try:
             if failure is not None:
