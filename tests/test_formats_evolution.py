@@ -217,3 +217,29 @@ def test_a_registered_schema_is_a_reader_schema(registry):
     requests = len(registry.requests)
     formats.decode(pa.array(values), "avro", registry=client, reader_schema=latest)
     assert len(registry.requests) == requests
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"next": {"$ref": "#"}}},
+    {"$ref": "#/$defs/n", "$defs": {"n": {"type": "object", "properties": {
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}}},
+    {"type": "object", "properties": {"a": {"oneOf": [{"type": "null"}, {"$ref": "#"}]}}},
+])
+def test_a_recursive_json_schema_is_a_schema_error_not_a_recursion(registry, schema):
+    """A JSON Schema containing itself (through a $ref, or a reference naming itself) has
+    no Arrow type: a SchemaError naming the path, and for a writer id, bad rows."""
+    with pytest.raises(SchemaError, match="contains itself"):
+        formats.json.arrow_type(schema)
+    deep = {"type": "string"}
+    for _ in range(500):
+        deep = {"type": "object", "properties": {"x": deep}}
+    with pytest.raises(SchemaError, match="nested deeper than 64"):
+        formats.json.arrow_type(deep)
+    _register(registry.url, "self", {"type": "object", "properties": {
+        "me": {"$ref": "self.json"}}}, "JSON", refs=(("self.json", "self", 1),))
+    _register(registry.url, "loops-value", schema, "JSON")
+    framed = pa.array([b"\x00\x00\x00\x00\x01{}", b"\x00\x00\x00\x00\x02{}"])
+    reader = {"type": "object", "properties": {"a": {"type": "string"}}}
+    decoded = formats.decode_with_bad_rows(framed, "json", registry=registry.url,
+                                           errors="null", schema=reader)
+    assert decoded.bad_rows.tolist() == [0, 1]

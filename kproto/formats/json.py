@@ -186,8 +186,21 @@ def _pointer(root: Any, fragment: str) -> Any:
     return target
 
 
-def _convert(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> pa.DataType:
+#: The deepest nesting of a JSON Schema read into an Arrow type.
+MAX_DEPTH = 64
+
+
+def _convert(node: Mapping[str, Any], root: Mapping[str, Any], path: str,
+             inside: tuple[int, ...] = ()) -> pa.DataType:
+    """``node``'s Arrow type; ``inside``: the (resolved) schemas it is nested in, so that
+    one containing itself through a ``$ref`` is a SchemaError, not a recursion."""
     node = _resolve(node, root, path)
+    if id(node) in inside:
+        raise SchemaError(f"{path}: the schema contains itself through a $ref (a recursive "
+                          "type has no Arrow type)")
+    if len(inside) >= MAX_DEPTH:
+        raise SchemaError(f"{path}: nested deeper than {MAX_DEPTH}")
+    inside = (*inside, id(node))
     kinds = node.get("type")
     if kinds is None:
         for key in ("oneOf", "anyOf"):
@@ -195,14 +208,14 @@ def _convert(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> pa.
                 branches = [_resolve(b, root, path) for b in node[key]]
                 real = [b for b in branches if b.get("type") != "null"]
                 if len(real) == 1:
-                    return _convert(real[0], root, path)
-                types = {_convert(b, root, path) for b in real}
+                    return _convert(real[0], root, path, inside)
+                types = {_convert(b, root, path, inside) for b in real}
                 if len(types) == 1:
                     return types.pop()
                 raise SchemaError(f"{path}: {key} of different types cannot be one Arrow column")
         if "enum" in node or "const" in node:
             values = node.get("enum", [node.get("const")])
-            return _convert({"type": _json_kind(values)}, root, path)
+            return _convert({"type": _json_kind(values)}, root, path, inside)
         if "properties" in node:
             kinds = "object"
         else:
@@ -220,13 +233,13 @@ def _convert(node: Mapping[str, Any], root: Mapping[str, Any], path: str) -> pa.
         if not props:
             raise SchemaError(f"{path}: an object without properties (a map) is not read by "
                               "pyarrow's JSON reader")
-        return pa.struct([pa.field(name, _convert(sub, root, f"{path}.{name}"))
+        return pa.struct([pa.field(name, _convert(sub, root, f"{path}.{name}", inside))
                           for name, sub in props.items()])
     if kinds == "array":
         items = node.get("items")
         if not isinstance(items, Mapping):
             raise SchemaError(f"{path}: an array needs one 'items' schema")
-        return pa.list_(_convert(items, root, f"{path}[]"))
+        return pa.list_(_convert(items, root, f"{path}[]", inside))
     if kinds == "string" and node.get("format") == "date-time":
         # RFC 3339 text, which pyarrow's reader parses into any unit (offsets applied, UTC):
         # microseconds as Spark's timestamps and Avro's timestamp-micros (a fraction past
