@@ -490,7 +490,7 @@ def _union(ctx: Ctx, branches: list[Any]) -> tuple[Any, Any]:
     extra = draw(st.lists(st.sampled_from(more), max_size=2, unique_by=str)) if more else []
     if mode == "backward":
         rs = draw(st.permutations(rs + extra))       # the reader has more branches
-        if ctx.lazy and len(rs) > 1 and draw(st.booleans()):
+        if ctx.lazy and len(rs) > 1:
             rs.pop(draw(st.integers(0, len(rs) - 1)))   # a branch it no longer reads
             ctx.made_lazy = True
         if len(rs) == 1 and (len(ws) == 1 or ctx.lazy) and draw(st.booleans()):
@@ -500,7 +500,7 @@ def _union(ctx: Ctx, branches: list[Any]) -> tuple[Any, Any]:
     if len(ws) > 1 and draw(st.integers(0, 2)) == 0:  # the writer has fewer branches
         keep = draw(st.lists(st.integers(0, len(ws) - 1), min_size=1, unique=True))
         ws = [ws[i] for i in sorted(keep)]
-    if ctx.lazy and extra and draw(st.booleans()):
+    if ctx.lazy and extra:
         ws = ws + extra[:1]                          # one the reader does not read
         ctx.made_lazy = True
     if len(ws) == 1 and draw(st.booleans()):
@@ -578,9 +578,9 @@ def _enum(ctx: Ctx, s: dict[str, Any], w: dict[str, Any],
     extra = draw(st.lists(st.sampled_from(others), max_size=2, unique=True)) if others else []
     if mode == "backward":
         r["symbols"] = list(draw(st.permutations(symbols + extra)))
-        if draw(st.booleans()):
+        if not ctx.lazy and draw(st.booleans()):
             r["default"] = draw(st.sampled_from(r["symbols"]))
-        if ctx.lazy and "default" not in r and len(r["symbols"]) > 1 and draw(st.booleans()):
+        if ctx.lazy and "default" not in r and len(r["symbols"]) > 1:
             r["symbols"] = r["symbols"][1:]          # a symbol it no longer reads
             ctx.made_lazy = True
     elif mode == "forward":
