@@ -15,7 +15,9 @@ mirror, a program compiled from the schema and the array's columns. Schema resol
 follows the specification: fields matched by name (and the reader's aliases), reader
 fields the writer lacks take their defaults, writer fields the reader lacks are skipped,
 promotions int -> long -> float -> double and string <-> bytes, enums by symbol (the
-reader's default for unknown ones), unions branch by branch.
+reader's default for unknown ones), unions branch by branch; where it leaves a choice,
+as Java does (docs/formats.md). Encoding converts each value exactly or raises an
+EncodeError naming the field, the row and the value.
 
 Arrow types: record -> struct, array -> list, map -> map<string, T>, enum ->
 dictionary<int32, string>, fixed -> fixed_size_binary, [null, T] -> nullable T, other
