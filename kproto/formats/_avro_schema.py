@@ -428,8 +428,13 @@ _LOGICAL_ARROW = {
 }
 
 
-def to_arrow(node: Node, stack: tuple[str, ...] = ()) -> pa.DataType:
-    """The Arrow type of values of ``node`` (see docs: record->struct, enum->dictionary...)."""
+#: The most branches a general union may have: Arrow's dense union has int8 type codes 0-127.
+MAX_UNION_BRANCHES = 128
+
+
+def to_arrow(node: Node, stack: tuple[str, ...] = (), path: str = "") -> pa.DataType:
+    """The Arrow type of values of ``node`` (see docs: record->struct, enum->dictionary...);
+    ``path``: where ``node`` is (field names, ``[]`` for items, ``{}`` for map values)."""
     if node.logical in _LOGICAL_ARROW:
         return _LOGICAL_ARROW[node.logical]
     if node.logical == "decimal":
@@ -448,26 +453,36 @@ def to_arrow(node: Node, stack: tuple[str, ...] = ()) -> pa.DataType:
         return pa.dictionary(pa.int32(), pa.string())
     if t == "record":
         inner = (*stack, node.name)
-        return pa.struct([pa.field(f.name, to_arrow(f.type, inner), nullable=is_nullable(f.type))
-                          for f in node.fields])
+        return pa.struct([pa.field(f.name, to_arrow(f.type, inner, _join(path, f.name)),
+                                   nullable=is_nullable(f.type)) for f in node.fields])
     if t == "array":
         assert node.items is not None
         items = node.items
-        return pa.list_(pa.field("item", to_arrow(items, stack), nullable=is_nullable(items)))
+        return pa.list_(pa.field("item", to_arrow(items, stack, path + "[]"),
+                                 nullable=is_nullable(items)))
     if t == "map":
         assert node.values is not None
         values = node.values
-        return pa.map_(pa.string(), pa.field("value", to_arrow(values, stack),
+        return pa.map_(pa.string(), pa.field("value", to_arrow(values, stack, path + "{}"),
                                              nullable=is_nullable(values)))
     assert t == "union"
     inner_type = nullable_branch(node)
     if inner_type is not None:
-        return to_arrow(inner_type, stack)
+        return to_arrow(inner_type, stack, path)
     if len(node.branches) == 1:
-        return to_arrow(node.branches[0], stack)
-    fields = [pa.field(branch_name(b), to_arrow(b, stack), nullable=is_nullable(b))
+        return to_arrow(node.branches[0], stack, path)
+    if len(node.branches) > MAX_UNION_BRANCHES:
+        where = f"{path} (in record {stack[-1]})" if stack else path or "the schema's root"
+        raise SchemaError(f"the union at {where} has {len(node.branches)} branches (null "
+                          f"counted): an Arrow dense union holds at most {MAX_UNION_BRANCHES}; "
+                          "read it with a reader schema of fewer branches")
+    fields = [pa.field(branch_name(b), to_arrow(b, stack, path), nullable=is_nullable(b))
               for b in node.branches]
     return pa.dense_union(fields, list(range(len(fields))))
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
 
 
 def is_nullable(node: Node) -> bool:
