@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from kproto._pure import avro as _ops
 from kproto.errors import EncodeError
 
-from ._avro_schema import NO_DEFAULT, Node, encode_default, nullable_branch
+from ._avro_schema import MAX_DEPTH, NO_DEFAULT, Node, encode_default, nullable_branch
 
 #: The Arrow type each temporal logical type's values are (the decoder's types).
 _TEMPORAL = {
@@ -70,6 +70,7 @@ class EncodeProgram:
         self.widths: list[int] = []
         #: Per step that may meet a REFUSED value: the column as given, and why.
         self.refused: dict[int, tuple[pa.Array, str]] = {}
+        self.depth = -1                 # of the type being compiled (the root: 0)
         self.root = self._compile(array, node, "value")
         self.root_src = self.nodes[self.root][1]
         self.holds_null = node.type == "null" or (node.type == "union" and any(
@@ -135,10 +136,16 @@ class EncodeProgram:
         return len(self.nodes) - 1
 
     def _compile(self, arr: pa.Array, node: Node, path: str) -> int:
+        self.depth += 1
         try:
+            if self.depth > MAX_DEPTH:   # only a recursive schema goes as deep as the column
+                raise EncodeError(f"{path}: the column nests values deeper than the "
+                                  f"{MAX_DEPTH} levels an Avro schema may have")
             return self._step(arr, node, path)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise EncodeError(f"{path}: cannot be brought to the schema's type: {exc}") from None
+        finally:
+            self.depth -= 1
 
     def _step(self, arr: pa.Array, node: Node, path: str) -> int:
         if isinstance(arr, pa.ChunkedArray):

@@ -22,7 +22,10 @@ from kproto.errors import SchemaError
 PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 NAMED = ("record", "enum", "fixed")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Deepest nesting of types a schema may have (a bound for hostile schemas and the stack).
+#: Deepest nesting of types a schema may have, named types counted where they are used: far
+#: beyond real schemas, and a bound that keeps every walk of a schema (parsing, the
+#: canonical form, the Arrow type, the decode and encode programs) well inside Python's
+#: recursion limit.
 MAX_DEPTH = 100
 # Logical types and the base types they annotate (anything else is ignored).
 _LOGICAL = {
@@ -98,10 +101,11 @@ class Parser:
 
     def __init__(self) -> None:
         self.names: dict[str, Node] = {}
+        self.records: list[Node] = []     # their defaults are checked by ``finish``
 
     def parse(self, obj: Any, namespace: str | None = None, depth: int = 0) -> Node:
         if depth > MAX_DEPTH:
-            raise SchemaError(f"schema nested deeper than {MAX_DEPTH} levels")
+            raise SchemaError(_too_deep("the schema's JSON"))
         if isinstance(obj, str):
             if obj in PRIMITIVES:
                 return Node(obj)
@@ -188,13 +192,22 @@ class Parser:
                     isinstance(a, str) for a in aliases):
                 raise SchemaError(f"record {node.name}: field {name} aliases must be strings")
             node.fields.append(Field(name, ftype, default, tuple(aliases)))
-        for f in node.fields:   # checked once every named type is known
-            if f.default is not NO_DEFAULT:
-                try:
-                    encode_default(f.type, f.default)
-                except SchemaError as exc:
-                    raise SchemaError(f"record {node.name}: field {f.name}: {exc}") from None
+        self.records.append(node)
         return node
+
+    def finish(self, root: Node) -> Node:
+        """``root`` once every named type is known: its depth checked (named types counted
+        where they are used), then the fields' defaults."""
+        check_depth(root)
+        for node in self.records:
+            for f in node.fields:
+                if f.default is not NO_DEFAULT:
+                    try:
+                        encode_default(f.type, f.default)
+                    except SchemaError as exc:
+                        raise SchemaError(f"record {node.name}: field {f.name}: {exc}") \
+                            from None
+        return root
 
     def _union(self, branches: list, namespace: str | None, depth: int) -> Node:
         node = Node("union")
@@ -232,6 +245,11 @@ def _logical(node: Node, obj: dict) -> None:
     node.logical = name
 
 
+def _too_deep(what: str) -> str:
+    return (f"{what} nests types deeper than {MAX_DEPTH} levels (the most an Avro schema may "
+            "have here)")
+
+
 def _load(text: str | dict | list) -> Any:
     if not isinstance(text, str):
         return text
@@ -242,6 +260,47 @@ def _load(text: str | dict | list) -> Any:
         return json.loads(stripped)
     except ValueError as exc:
         raise SchemaError(f"schema is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise SchemaError(_too_deep("the schema's JSON")) from None
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text of a loaded schema (SchemaError when it nests too deeply)."""
+    try:
+        return json.dumps(value, separators=(",", ":"))
+    except RecursionError:
+        raise SchemaError(_too_deep("the schema's JSON")) from None
+
+
+def check_depth(root: Node) -> None:
+    """SchemaError when a path through the types of ``root`` is more than MAX_DEPTH types
+    long, named types counted where they are used (one defined near the top can be used
+    deep down, again and again); a recursive type's path ends where it meets itself."""
+    # per type: the longest path below it, and the named types (on the path above) where
+    # that walk stopped; reused wherever those are on the path above again
+    known: dict[int, tuple[int, frozenset[str]]] = {}
+
+    def height(node: Node, level: int, stack: frozenset[str]) -> tuple[int, frozenset[str]]:
+        seen = known.get(id(node))
+        if seen is not None and seen[1] <= stack:
+            if level + seen[0] > MAX_DEPTH:
+                raise SchemaError(_too_deep(f"{root.name or root.type}: the schema"))
+            return seen
+        if level > MAX_DEPTH:
+            raise SchemaError(_too_deep(f"{root.name or root.type}: the schema"))
+        if node.name in stack:
+            return 0, frozenset((node.name,))
+        inside = stack | {node.name} if node.name else stack
+        children = ([f.type for f in node.fields] + node.branches
+                    + [c for c in (node.items, node.values) if c is not None])
+        most, cuts = 0, frozenset[str]()
+        for child in children:
+            h, cut = height(child, level + 1, inside)
+            most, cuts = max(most, h + 1), cuts | cut
+        known[id(node)] = most, cuts - {node.name}
+        return known[id(node)]
+
+    height(root, 0, frozenset())
 
 
 def parse_json(text: str | dict | list, references: tuple[str, ...] = (),
@@ -250,9 +309,9 @@ def parse_json(text: str | dict | list, references: tuple[str, ...] = (),
     whose named types the schema uses (Confluent's schema references), parsed first."""
     parser = Parser()
     for ref in references:
-        parser.parse(_load(ref))
+        parser.finish(parser.parse(_load(ref)))
     obj = _load(text)
-    return obj, parser.parse(obj), parser.names
+    return obj, parser.finish(parser.parse(obj)), parser.names
 
 
 # --------------------------------------------------------------------------- canonical form
@@ -320,15 +379,18 @@ def zigzag(n: int) -> bytes:
     return bytes(out)
 
 
-def encode_default(node: Node, value: Any) -> bytes:
+def encode_default(node: Node, value: Any, depth: int = 0) -> bytes:
     """A field's JSON default as the Avro bytes of ``node`` (bytes and fixed defaults are
     strings whose code points 0-255 are the bytes; a union's default is one of its branches,
     the first that fits). SchemaError when it does not fit."""
+    if depth > MAX_DEPTH:      # a record whose defaults hold it again: no finite value
+        raise SchemaError(_too_deep(f"default {value!r}"))
     t = node.type
+    depth += 1
     if t == "union":
         for i, branch in enumerate(node.branches):
             try:
-                return zigzag(i) + encode_default(branch, value)
+                return zigzag(i) + encode_default(branch, value, depth)
             except SchemaError:
                 continue
         raise SchemaError(f"default {value!r} fits no branch of the union")
@@ -373,13 +435,13 @@ def encode_default(node: Node, value: Any) -> bytes:
         assert node.items is not None
         if not isinstance(value, list):
             raise bad
-        items = b"".join(encode_default(node.items, v) for v in value)
+        items = b"".join(encode_default(node.items, v, depth) for v in value)
         return (zigzag(len(value)) + items + b"\x00") if value else b"\x00"
     if t == "map":
         assert node.values is not None
         if not isinstance(value, dict):
             raise bad
-        body = b"".join(encode_default(Node("string"), k) + encode_default(node.values, v)
+        body = b"".join(encode_default(Node("string"), k) + encode_default(node.values, v, depth)
                         for k, v in value.items())
         return (zigzag(len(value)) + body + b"\x00") if value else b"\x00"
     assert t == "record"
@@ -388,9 +450,9 @@ def encode_default(node: Node, value: Any) -> bytes:
     out = []
     for f in node.fields:
         if f.name in value:
-            out.append(encode_default(f.type, value[f.name]))
+            out.append(encode_default(f.type, value[f.name], depth))
         elif f.default is not NO_DEFAULT:
-            out.append(encode_default(f.type, f.default))
+            out.append(encode_default(f.type, f.default, depth))
         else:
             raise SchemaError(f"default for record {node.name} lacks field {f.name!r}")
     return b"".join(out)
@@ -502,8 +564,11 @@ def unrolled(node: Node, depth: int) -> Any:
     schema: those fields of the writer's data are skipped). None when nothing is left."""
     names: dict[str, int] = {}
 
-    def walk(n: Node, seen: dict[str, int]) -> Any:
+    def walk(n: Node, seen: dict[str, int], nest: int = 0) -> Any:
+        if nest > MAX_DEPTH:
+            raise SchemaError(_too_deep(f"{node.name} unrolled to depth {depth}"))
         t = n.type
+        nest += 1
         if t in PRIMITIVES:
             if n.logical is None:
                 return t
@@ -512,11 +577,12 @@ def unrolled(node: Node, depth: int) -> Any:
                 out.update(precision=n.precision, scale=n.scale)
             return out
         if t == "array" or t == "map":
-            inner = walk(n.items if t == "array" else n.values, seen)  # type: ignore[arg-type]
+            inner = walk(n.items if t == "array" else n.values,  # type: ignore[arg-type]
+                         seen, nest)
             return None if inner is None else {"type": t, "items" if t == "array"
                                                else "values": inner}
         if t == "union":
-            branches = [walk(b, seen) for b in n.branches]
+            branches = [walk(b, seen, nest) for b in n.branches]
             return None if any(b is None for b in branches) else branches
         level = seen.get(n.name, 0)
         if level >= depth:
@@ -540,7 +606,7 @@ def unrolled(node: Node, depth: int) -> Any:
             inner_seen = {**seen, n.name: level + 1}
             fields = []
             for f in n.fields:
-                ftype = walk(f.type, inner_seen)
+                ftype = walk(f.type, inner_seen, nest)
                 if ftype is not None:
                     fields.append({"name": f.name, "type": ftype})
             out["fields"] = fields

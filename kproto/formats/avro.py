@@ -124,15 +124,14 @@ def parse_schema(schema: str | Mapping[str, Any] | list[Any] | AvroSchema,
         parse_schema({"type": "array", "items": "long"})
         parse_schema('{"type": "array", "items": "a.Item"}', references=[item_schema_text])
     """
-    refs = tuple(r if isinstance(r, str) else json.dumps(r, separators=(",", ":"))
-                 for r in references)
+    refs = tuple(r if isinstance(r, str) else _avro_schema.dumps(r) for r in references)
     if isinstance(schema, AvroSchema):
         return schema if not refs or refs == schema.references else \
             _parse_text(schema.json, refs)
     if isinstance(schema, str):
         return _parse_text(schema, refs)
     if isinstance(schema, Mapping | list):
-        return _parse_text(json.dumps(schema, separators=(",", ":")), refs)
+        return _parse_text(_avro_schema.dumps(schema), refs)
     raise SchemaError(f"an Avro schema is JSON text, a dict or a list, not "
                       f"{type(schema).__name__}")
 
