@@ -231,3 +231,29 @@ def test_plain_columns_into_unions_pick_the_branch_that_means_them() -> None:
         == [D("1.25"), None]
     assert _round_trip([_long("timestamp-millis"), _int("date")], pa.array([DAY])) == [DAY]
     assert _round_trip(["null", _int("date"), "long"], pa.array([5])) == [5]
+
+
+def test_struct_fields_the_record_lacks_are_refused_not_dropped() -> None:
+    """A struct column with a field the record schema does not have is an EncodeError
+    naming the field's path and the record (was: the datum written without it, the
+    column silently lost), as Spark's to_avro refuses it (AvroSerializer:
+    validateNoExtraCatalystFields, nullable fields too) - nested, in lists and unions
+    too; without the extra field it encodes (fastavro, which ignores extra dict keys, reads
+    the same datum)."""
+    inner = {"type": "record", "name": "In", "fields": [{"name": "x", "type": "long"}]}
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "a", "type": inner}, {"name": "xs", "type": {"type": "array", "items": "In"}},
+        {"name": "n", "type": ["null", "In"]}]}
+    good = {"a": {"x": 1}, "xs": [{"x": 2}], "n": {"x": 3}}
+    parsed = avro.parse_schema(schema)
+    assert avro.encode(pa.array([good]), parsed).to_pylist() == write(schema, [good])
+    cases = [({**good, "b": None}, r"value: the column's field 'b' is not in record R"),
+             ({**good, "b": 1, "c": "z"}, r"fields 'b', 'c' are not in record R"),
+             ({**good, "a": {"x": 1, "y": 2}}, r"a: the column's field 'a\.y' is not in "
+                                               r"record In"),
+             ({**good, "xs": [{"x": 2, "y": 2}]}, r"xs\[\]: .*'xs\[\]\.y' is not in record In"),
+             ({**good, "n": {"x": 3, "y": None}}, r"n: .*'n\.y' is not in record In")]
+    for row, message in cases:
+        with pytest.raises(EncodeError, match=message + ": (it|they) would be lost"):
+            avro.encode(pa.array([row]), parsed)
+    assert write(schema, [{**good, "b": 1}]) == write(schema, [good])   # fastavro drops it

@@ -240,6 +240,14 @@ class EncodeProgram:
             raise EncodeError(f"{path}: record {node.name} needs a struct column, not "
                               f"{arr.type}")
         names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        extra = [name for name in names if name not in {f.name for f in node.fields}]
+        if extra:       # as Spark's to_avro: a column the schema lacks would be lost
+            shown = ", ".join(repr(name if path == "value" else f"{path}.{name}")
+                              for name in extra)
+            raise EncodeError(f"{path}: the column's field{'s' * (len(extra) > 1)} {shown} "
+                              f"{'are' if len(extra) > 1 else 'is'} not in record "
+                              f"{node.name}: {'they' if len(extra) > 1 else 'it'} would be "
+                              "lost (select the fields the schema has)")
         steps = []
         for f in node.fields:
             inner = f"{path}.{f.name}" if path != "value" else f.name
