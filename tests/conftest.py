@@ -27,6 +27,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .hypothesis_setup import keep_draws_independent_of_loaded_modules
+
+keep_draws_independent_of_loaded_modules()
+
 if TYPE_CHECKING:
     from kproto.testing import MockCluster, NoidaBroker, TansuBroker
 
