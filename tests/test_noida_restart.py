@@ -3,12 +3,16 @@ again on the same port and data dir, under a producer, a group consumer and a
 Spark streaming query (issue 15, item 4).
 
 noida-db keeps its whole Kafka state in one file rewritten about once a second
-(see :mod:`kproto.testing`, "noida-db facts"): SIGTERM saves first, SIGKILL
-loses what changed since the last save, acknowledged (acks=all) or not. That is
-the broker's durability limit, not the client's, so the proofs are:
+(see :mod:`kproto.testing`, "noida-db facts"): SIGTERM saves, then noida-db goes
+on answering Produce until it exits a few ms later (4-66 ms measured), so what it
+acknowledges in that gap is not saved; SIGKILL loses what changed since the last
+save, acknowledged (acks=all) or not. That is the broker's durability limit, not
+the client's (docs/brokers.md), so the proofs are:
 
-- graceful restart (SIGTERM, start again) mid-produce: 0 lost, 0 duplicated,
-  in order, every record at the offset its acknowledgement named;
+- graceful restart (SIGTERM, start again) mid-produce: 0 duplicated, in order,
+  every record at the offset its acknowledgement named, and lost only records
+  acknowledged after SIGTERM was sent (one run of sequence numbers per
+  partition; every record acknowledged after the restart is there);
 - kill -9 mid-produce at an arbitrary moment: 0 duplicated, in order, nothing
   damaged, and lost only acknowledged records of the broker's unsaved window
   (one run of sequence numbers per partition, acknowledged shortly before the
@@ -213,28 +217,46 @@ def _produce_through(broker: NoidaBroker, bootstrap: str, topic: str, fault: Cal
     return sender, info, logs
 
 
-def test_graceful_restart_mid_produce_loses_and_duplicates_nothing(broker, topic):
-    """SIGTERM (noida saves and exits), start again on the same data dir, while an
-    idempotent acks=all producer sends: every record once, in order, where acked."""
+def test_graceful_restart_mid_produce_loses_only_what_noida_acked_after_sigterm(broker,
+                                                                             topic):
+    """SIGTERM, start again on the same data dir, while an idempotent acks=all producer
+    sends. noida-db (0.2.3) saves its state on SIGTERM, then goes on answering Produce
+    until it exits 4-66 ms later: what it acknowledges in that gap is not in the saved
+    file and is gone after the restart (issue 27: the producer's next batch then meets
+    OUT_OF_ORDER_SEQUENCE_NUMBER and takes a new producer id, as Java's does). This
+    test used to assert 0 lost and failed when a batch's answer fell in that gap (about
+    1 run in 20 under load; measured with every Produce answer and the saved file).
+    Proven: nothing duplicated, in order, every record at its acknowledged offset; the
+    records lost were acknowledged after SIGTERM was sent and before the restart, one
+    run of sequence numbers per partition; nothing acknowledged after the restart lost."""
     _create(broker.bootstrap, topic, 4)
 
     def restart(sender: Sender) -> dict[str, Any]:
         acked, t0 = sender.acked_count(), time.monotonic()
+        term = time.time()
         broker.stop(keep_data=True)
         down = time.monotonic()
         time.sleep(0.3)                             # the producer keeps sending meanwhile
+        started = time.time()
         broker.start()
         return {"acked_at_stop": acked, "stop_s": round(down - t0, 3),
-                "down_s": round(time.monotonic() - down, 3)}
+                "down_s": round(time.monotonic() - down, 3), "term_at": term,
+                "started_at": started}
 
     sender, info, logs = _produce_through(broker, broker.bootstrap, topic, restart)
     counts = _check_produced(sender, _read_log(broker.bootstrap, topic, 4))
     lost = counts.pop("_lost")
+    term, started = info.pop("term_at"), info.pop("started_at")
     LEDGER.add("produce: graceful restart (SIGTERM)", **counts, **info,
                client_retries=dict(logs.errors), new_producer_ids=logs.counts["new_producer_id"])
     assert counts["failed"] == 0 and counts["acknowledged"] == counts["produced"] == 8000
-    assert not lost and counts["duplicated"] == 0
-    assert counts["read"] == 8000
+    assert counts["duplicated"] == 0
+    for p, seqs in lost.items():
+        assert seqs == list(range(seqs[0], seqs[-1] + 1)), f"partition {p}: lost {seqs}"
+        for s in seqs:       # answered after noida's save on SIGTERM, before its exit
+            assert term <= sender.acks[(p, s)][0] <= started, (p, s)
+    assert counts["lost_unacknowledged"] == 0
+    assert counts["read"] == 8000 - counts["lost_acknowledged"]
 
 
 def test_kill9_mid_produce_loses_only_the_unsaved_window(broker, topic):

@@ -525,7 +525,8 @@ class NoidaBroker(TansuBroker):
     def wait_saved(self, timeout: float = 10.0) -> None:
         """Wait for noida-db's next save of its Kafka state (``data_dir/kafka.json``,
         the whole state rewritten ~1 s after a change, and only then; SIGTERM saves
-        too), so what was acknowledged before this call survives :meth:`kill`.
+        too, then answers Produce until it exits), so what was acknowledged before
+        this call survives :meth:`kill`.
         ``TimeoutError`` if nothing is saved in ``timeout`` s (nothing changed?)."""
         assert self.data_dir is not None
         path = self.data_dir / "kafka.json"
@@ -546,7 +547,8 @@ class NoidaBroker(TansuBroker):
             return self.start()
 
     def stop(self, *, keep_data: bool = False) -> None:
-        """SIGTERM (noida-db saves and exits within ms), SIGKILL after ``stop_timeout``;
+        """SIGTERM (noida-db saves and exits within ms, answering Produce in between:
+        what it acknowledges after its save is lost), SIGKILL after ``stop_timeout``;
         then deletes the temporary data dir and the log, unless ``keep_data``."""
         with self._lock:
             self._keep_data = keep_data
