@@ -372,8 +372,7 @@ def cmd_produce(args: argparse.Namespace) -> None:
             [[{"key": k, "value": v} for k, v in hdrs]] * table.num_rows, header_type))
     if args.file:               # checked before connecting; the error names the file
         try:
-            producer_columns.check_names(table.schema.names)
-            producer_columns.checked_table(table, args.partition)
+            table = producer_columns.checked_table(table, args.partition)
         except EncodeError as exc:
             raise CliError(f"{args.file}: {exc}") from None
     settings = _filtered(_settings(args), "producer")

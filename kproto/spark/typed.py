@@ -465,12 +465,12 @@ def _latest_or_derived(client: SchemaRegistryClient | None, subject: str, t: pa.
     derives one)."""
     from ..errors import SchemaRegistryError
 
-    try:
-        if client is not None:
+    if client is not None:
+        try:
             return client.get_latest(subject)
-    except SchemaRegistryError as exc:
-        if exc.error_code != 40401:
-            raise
+        except SchemaRegistryError as exc:
+            if exc.error_code != 40401:
+                raise
     if fmt != "avro":
         return None
     return avro_schema_for(t, f"{topic}_{column}".replace("-", "_").replace(".", "_"))
