@@ -163,17 +163,11 @@ def _pointer(root: Any, fragment: str) -> Any:
     """What a URI fragment (percent-decoded) names in ``root``: a JSON pointer (``/$defs/a~1b``:
     ``~1`` a slash, ``~0`` a tilde; numbers index arrays), the whole document (empty), or
     the subschema with that ``$anchor`` (``$id`` ``#name`` in draft 7)."""
-    if fragment and not fragment.startswith("/"):
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, Mapping):
-                if node.get("$anchor") == fragment or node.get("$id") == "#" + fragment:
-                    return node
-                stack += list(node.values())
-            elif isinstance(node, list):
-                stack += node
-        return None
+    if fragment and not fragment.startswith("/"):          # an anchor: its pointer
+        try:
+            fragment = unquote(_anchor(root, fragment, fragment))
+        except SchemaError:
+            return None
     target = root
     for part in fragment.split("/")[1:]:
         part = part.replace("~1", "/").replace("~0", "~")
