@@ -201,6 +201,9 @@ def bad_files(tmp_path):
 ])
 def test_each_command_s_failures_are_one_line_exit_1(tansu, unique_topic, bad_files, capsys,
                                                     monkeypatch, argv, named):
+    """On Tansu only: what is under test is the CLI's own (argument and file checks, the
+    table check, one line and exit 1 for any error); the broker answers behind these
+    errors are tested on all three brokers by the client tests."""
     from kproto import Admin
 
     with Admin(bootstrap_servers=tansu.bootstrap) as admin:
