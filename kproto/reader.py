@@ -25,6 +25,7 @@ import numpy as np
 
 from . import compression
 from .errors import (
+    ErrorCode,
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
@@ -298,6 +299,8 @@ class _Fetcher:
         # one Fetch in flight per (leader, lane); lanes are extra connections to the leader
         self.lanes: dict[tuple[int, int], BrokerConnection] = {}
         self.aborted = False
+        # the last thing that kept each partition from moving on (for a timeout's message)
+        self.stalled: dict[TopicPartition, str] = {}
 
     def abort(self) -> None:
         """From another thread: the step being read fails at once (KafkaConnectionError)."""
@@ -345,8 +348,10 @@ class _Fetcher:
                 raise KafkaConnectionError("the read was stopped")
             if time.monotonic() - last_progress > self.patience:
                 left = {f"{r.tp.topic}[{r.tp.partition}]": (r.position, r.end) for r in todo}
+                why = {f"{r.tp.topic}[{r.tp.partition}]": self.stalled.get(r.tp, "no answer")
+                       for r in todo}
                 raise KafkaTimeoutError(f"bounded read made no progress for "
-                                        f"{self.patience:g} s; left: {left}")
+                                        f"{self.patience:g} s; left: {left}; last: {why}")
             if cluster.needs_refresh:
                 try:
                     cluster.refresh_metadata(auto_create=False)
@@ -362,6 +367,8 @@ class _Fetcher:
                 for r in sent.ranges:
                     r.in_flight = False
                 if resp is None:
+                    for r in sent.ranges:
+                        self.stalled[r.tp] = f"no answer from broker {lane[0]}"
                     continue
                 if self.absorb(resp, sent, result):
                     last_progress = time.monotonic()
@@ -393,6 +400,7 @@ class _Fetcher:
             if not r.in_flight:
                 node = cluster.metadata.leader(*r.tp)
                 if node < 0:
+                    self.stalled[r.tp] = "no leader"
                     cluster.mark_stale()
                     continue
                 by_leader.setdefault(node, []).append(r)
@@ -420,6 +428,8 @@ class _Fetcher:
                     conn.send(ApiKey.FETCH, request.fields, raw=True)
                 except (KprotoError, KeyError) as exc:
                     log.debug("fetch to broker %d failed: %s", node, exc)
+                    for r in chosen:
+                        self.stalled[r.tp] = f"broker {node}: {exc}"
                     cluster.mark_stale()
                     rs[:0] = chosen
                     continue
@@ -476,10 +486,14 @@ class _Fetcher:
             what = outcome(tp, p)
             if what == RETRY:
                 cluster.mark_stale()
-            elif what == OUT_OF_RANGE:
-                progress |= self._out_of_range(r, p, result)
+                self.stalled[tp] = _error_name(p.error_code)
+            elif (self._out_of_range(r, p, result) if what == OUT_OF_RANGE
+                  else self._records(r, p, result)):
+                progress = True
+                self.stalled.pop(tp, None)
             else:
-                progress |= self._records(r, p, result)
+                self.stalled[tp] = (f"no records (high watermark {p.high_watermark}, "
+                                    f"log start {p.log_start_offset})")
         return progress
 
     def _out_of_range(self, r: _Range, p: Any, result: ReadResult) -> bool:
@@ -536,6 +550,14 @@ class _Fetcher:
                 result.batches.append(batch)
         r.position = max(r.position, cols.next_offset)
         return progress
+
+
+def _error_name(code: int) -> str:
+    """A Kafka error code as its protocol name and number."""
+    try:
+        return f"{ErrorCode(code).name} ({code})"
+    except ValueError:
+        return f"error {code}"
 
 
 def _batch_key(batch: pyarrow.RecordBatch) -> tuple[str, int, int]:

@@ -408,6 +408,29 @@ def test_iter_ranges_steps_stay_bounded_after_a_gap(broker, unique_topic, monkey
     assert len(sizes) > 5 and max(sizes) < 1.5 * step_bytes, sizes
 
 
+def test_a_stuck_bounded_read_names_what_held_each_partition(mock_cluster, unique_topic):
+    """A bounded read that makes no progress fails after its patience naming, for
+    each partition left, the last answer that held it, not only where it stopped:
+    here the mock answers the partition NOT_LEADER_OR_FOLLOWER in every Fetch for
+    ~2 s (it holds an answer without records fetch_max_wait_ms). Once the errors
+    stop, the same read gets the record."""
+    from kproto.errors import ErrorCode
+    from kproto.protocol import ApiKey
+
+    mock_cluster.create_topic(unique_topic, 1)
+    with Producer(bootstrap_servers=mock_cluster.bootstrap) as producer:
+        producer.send(unique_topic, b"x", partition=0).result(30)
+    mock_cluster.push_partition_errors(unique_topic, 0, ApiKey.FETCH,
+                                       *[ErrorCode.NOT_LEADER_OR_FOLLOWER] * 20)
+    with Consumer(bootstrap_servers=mock_cluster.bootstrap, fetch_max_wait_ms=100) as c:
+        with pytest.raises(KafkaTimeoutError) as caught:
+            c.read_range(unique_topic, {0: (0, 1)}, timeout_ms=1000)
+        assert str(caught.value).endswith(
+            f"left: {{'{unique_topic}[0]': (0, 1)}}; "
+            f"last: {{'{unique_topic}[0]': 'NOT_LEADER_OR_FOLLOWER (6)'}}"), caught.value
+        assert c.read_range(unique_topic, {0: (0, 1)}, timeout_ms=30000).num_rows == 1
+
+
 @pytest.mark.brokers(needs=("byte_limits",))
 def test_steps_do_not_keep_whole_answers_alive(broker, unique_topic):
     """A step whose window ends early in a Fetch answer copies the records it keeps

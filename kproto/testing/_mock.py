@@ -164,6 +164,24 @@ class MockCluster:
             errors = (ctypes.c_int * len(codes))(*codes)
             lib.rd_kafka_mock_push_request_errors_array(mock, api_key, len(codes), errors)
 
+    def push_partition_errors(self, topic: str, partition: int, api_key: int,
+                              *codes: int) -> None:
+        """Answer ``topic``'s ``partition`` in the next ``len(codes)`` requests of
+        ``api_key`` with these error codes, in order, in the partition's own error
+        field (``rd_kafka_mock_partition_push_request_errors``; the request's other
+        partitions are answered as usual)."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            fn = lib.rd_kafka_mock_partition_push_request_errors
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int16,
+                           ctypes.c_size_t]
+            err = fn(mock, topic.encode(), partition, api_key, len(codes),
+                     *(ctypes.c_int(c) for c in codes))
+            if err:
+                raise RuntimeError(f"the mock cluster refused the errors: error {err}")
+
     def clear_request_errors(self, api_key: int) -> None:
         """Drop the errors pushed for ``api_key`` that were not used yet."""
         import ctypes
