@@ -40,6 +40,7 @@ def decode_records(
     buf: Any, *, start_offset: int = 0, check_crc: bool = True,
     aborted_transactions: Sequence[tuple[int, int]] | None = None,
     max_decompressed: int = -1, binary_view: bool = False, max_batch_bytes: int = 0x7FFFFFFF,
+    stop_at_limit: bool = False,
 ) -> RecordColumns: ...
 def encode_batch_v2(
     n: int, key: tuple[np.ndarray, np.ndarray, np.ndarray | None, int],

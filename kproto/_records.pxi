@@ -16,6 +16,7 @@ from libc.stdint cimport INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint32_t
 import numpy as _np
 from kproto.errors import (
     ConfigError as _ConfigError, CorruptRecordError as _CorruptRecordError, CrcError as _CrcError,
+    DecompressionLimitError as _DecompressionLimitError,
 )
 from kproto import compression as _compression
 from kproto.columns import HeaderColumn as _HeaderColumn, RecordColumns as _RecordColumns
@@ -25,7 +26,8 @@ from kproto.columns import HeaderColumn as _HeaderColumn, RecordColumns as _Reco
 
 def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                    aborted_transactions=None, Py_ssize_t max_decompressed=-1,
-                   bint binary_view=False, Py_ssize_t max_batch_bytes=0x7FFFFFFF):
+                   bint binary_view=False, Py_ssize_t max_batch_bytes=0x7FFFFFFF,
+                   bint stop_at_limit=False):
     """Decode a sequence of record sets into a RecordColumns (see kproto.records.decode)."""
     cdef const unsigned char[::1] view = _bytes_view(buf)
     cdef const unsigned char *base = &view[0] if view.shape[0] else NOTHING
@@ -108,10 +110,15 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                 codec = attributes & 0x07
                 ts_type = 1 if attributes & 0x08 else 0
                 if codec:
-                    inner = _compression.decompress_buffer(
-                        codec, view[pos + 61:stop], magic=2,
-                        max_size=max_decompressed - d.decompressed, offset=pos,
-                        total=max_decompressed)
+                    try:
+                        inner = _compression.decompress_buffer(
+                            codec, view[pos + 61:stop], magic=2,
+                            max_size=max_decompressed - d.decompressed, offset=pos,
+                            total=max_decompressed)
+                    except _DecompressionLimitError:
+                        if stop_at_limit and pos:
+                            break   # the batches before it are the answer; fetch it next
+                        raise
                     inner_view = inner
                     d.decompressed += inner_view.shape[0]
                     body = &inner_view[0] if inner_view.shape[0] else NOTHING
@@ -140,8 +147,13 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                         raise decode_error(&d, pos, base_offset, codec != 0)
                 inner = None
             elif magic == 0 or magic == 1:
-                last_offset = _legacy_message(&d, view, base, pos, stop, check_crc,
-                                              max_decompressed, buffers)
+                try:
+                    last_offset = _legacy_message(&d, view, base, pos, stop, check_crc,
+                                                  max_decompressed, buffers)
+                except _DecompressionLimitError:
+                    if stop_at_limit and pos:
+                        break       # (raised before any of its messages was added)
+                    raise
             else:
                 raise _CorruptRecordError(f"unknown magic byte {magic}", offset=pos + 16)
             if last_offset == INT64_MAX:

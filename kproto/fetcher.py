@@ -152,9 +152,15 @@ def decode_partition(tp: TopicPartition, p: Any, start: int, *, read_committed: 
     batch's CRC-32C covers its records but not its base offset, and nothing
     covers the Fetch framing (high watermark), so damage there would label good
     records wrongly. CorruptRecordError when the records reach past the high
-    watermark or their offsets do not increase."""
+    watermark or their offsets do not increase.
+
+    ``max_decompressed`` bounds the memory of one answer, not what can be read:
+    the batches that would decompress past it are left for the next Fetch (which
+    starts at the returned ``next_offset``; a broker may answer far more than the
+    Fetch's byte limits asked, noida-db its whole log); only a single batch past
+    it raises DecompressionLimitError."""
     cols = records.decode(p.records, topic=tp.topic, partition=tp.partition,
-                          start_offset=start, check_crc=check_crc,
+                          start_offset=start, check_crc=check_crc, stop_at_limit=True,
                           max_decompressed=max_decompressed, binary_view=binary_view,
                           aborted_transactions=(p.aborted_transactions or [])
                           if read_committed else None)

@@ -585,6 +585,33 @@ def test_max_decompressed_bytes_is_a_client_setting(broker, unique_topic):
     assert settings["max_decompressed_bytes"] == 1000
 
 
+def test_max_decompressed_bytes_bounds_an_answer_not_what_can_be_read(broker, unique_topic):
+    """Batches that together decompress past max_decompressed_bytes, each under it,
+    are all read: an answer is decoded up to the batch that would pass the cap and
+    the next Fetch starts there. Before, every answer holding them raised
+    DecompressionLimitError, and a broker answering more than the Fetch's byte
+    limits (noida-db: the whole log) made the partition unreadable for good (found
+    by benchmarks/bench_recovery.py: 2M lz4 records on noida-db)."""
+    values = pa.array([b"%08d" % i + b"x" * 92 for i in range(12_000)])  # 1.2 MB, lz4 ~50 KB
+    with Producer(bootstrap_servers=broker.bootstrap, compression_type="lz4") as p:
+        for i in range(0, 12_000, 2000):                 # six batches of 200 KB each
+            p.send_batch(unique_topic, pa.table({"value": values[i:i + 2000]}),
+                         partition=0).result(10)
+    small = {"bootstrap_servers": broker.bootstrap, "max_decompressed_bytes": 500_000}
+    with Consumer(**small, auto_offset_reset="earliest") as c:
+        read = c.read_range(unique_topic, {0: (0, 12_000)}).column("value")
+        assert read.combine_chunks().equals(values)
+        streamed = pa.concat_arrays([b.column("value") for b in c.iter_range(
+            unique_topic, {0: (0, 12_000)})])
+        assert streamed.equals(values)
+        c.assign([(unique_topic, 0)])
+        got: list[pa.Array] = []
+        deadline = time.monotonic() + 20
+        while sum(len(a) for a in got) < 12_000 and time.monotonic() < deadline:
+            got.append(c.poll_batch(500).column("value"))
+        assert pa.concat_arrays(got).equals(values)
+
+
 @pytest.mark.brokers(needs=("create_topics",))
 def test_producer_forgets_idle_topics(broker, unique_topic):
     """metadata_max_idle_ms: a topic no longer produced to drops out of the

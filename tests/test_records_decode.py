@@ -185,3 +185,31 @@ def test_pure_and_cython_agree_on_every_corruption() -> None:
                 except CorruptRecordError as exc:
                     outcomes.append(type(exc))
             assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("magic,codec", [(2, 3), (2, 1), (1, 2), (0, 1)])
+def test_stop_at_limit_returns_the_batches_that_fit(impl, magic: int, codec: int) -> None:
+    """``max_decompressed`` bounds one answer: with ``stop_at_limit`` (what the
+    consumers pass) decoding stops before the compressed batch that would pass it,
+    and ``next_offset`` is that batch's first offset (the next Fetch starts there);
+    without it, or when the first batch alone is too big, DecompressionLimitError."""
+    from kproto.errors import DecompressionLimitError
+
+    recs = [Rec(b"k%d" % i, b"v" * 10_000, [], 1_700_000_000_000 + i) for i in range(30)]
+    make = batch_v2 if magic == 2 else (
+        lambda rs, base_offset, codec: message_set(rs, magic=magic, base_offset=base_offset,
+                                                   codec=codec))
+    data = b"".join(make(recs[i:i + 10], base_offset=100 + i, codec=codec)
+                    for i in range(0, 30, 10))       # three batches of ~100 KB each
+    whole = decode(impl, data)
+    assert len(whole) == 30 and whole.next_offset == 130
+    with pytest.raises(DecompressionLimitError):
+        decode(impl, data, max_decompressed=250_000)
+    part = decode(impl, data, max_decompressed=250_000, stop_at_limit=True)
+    assert rows_of(part) == rows_of(whole)[:20] and part.next_offset == 120
+    rest = decode(impl, data[len(b"".join(make(recs[i:i + 10], base_offset=100 + i,
+                                                    codec=codec) for i in range(0, 20, 10))):],
+                  max_decompressed=250_000, stop_at_limit=True)
+    assert rows_of(rest) == rows_of(whole)[20:] and rest.next_offset == 130
+    with pytest.raises(DecompressionLimitError):
+        decode(impl, data, max_decompressed=50_000, stop_at_limit=True)

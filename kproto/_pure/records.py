@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import compression
 from ..columns import BinaryColumn, BinaryViewColumn, HeaderColumn, RecordColumns
-from ..errors import ConfigError, CorruptRecordError, CrcError
+from ..errors import ConfigError, CorruptRecordError, CrcError, DecompressionLimitError
 from .crc import crc32c
 
 V2_HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -126,6 +126,7 @@ def decode_records(
     aborted_transactions: Iterable[tuple[int, int]] | None = None,
     max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED,
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES, binary_view: bool = False,
+    stop_at_limit: bool = False,
 ) -> RecordColumns:
     """Decode a sequence of record sets (any magic, any codec) into columns.
 
@@ -151,14 +152,21 @@ def decode_records(
             break  # a truncated trailing batch: normal at the end of a fetch
         magic = data[pos + 16]
         stop = pos + LOG_OVERHEAD + size
-        if magic == 2:
-            last = _batch_v2(data, pos, stop, out, start_offset, check_crc, aborted,
-                             max_decompressed)
-        elif magic in (0, 1):
-            last = _legacy_message(data, pos, stop, out, start_offset, check_crc,
-                                   max_decompressed)
-        else:
+        if magic not in (0, 1, 2):
             raise CorruptRecordError(f"unknown magic byte {magic}", offset=pos + 16)
+        try:
+            if magic == 2:
+                last = _batch_v2(data, pos, stop, out, start_offset, check_crc, aborted,
+                                 max_decompressed)
+            else:
+                last = _legacy_message(data, pos, stop, out, start_offset, check_crc,
+                                       max_decompressed)
+        except DecompressionLimitError:
+            # raised before the batch added anything: with stop_at_limit, the batches
+            # before it are the answer and the next fetch starts at it
+            if stop_at_limit and pos:
+                break
+            raise
         if last == INT64_MAX:
             raise CorruptRecordError(f"record set ends at offset {last}: no next offset fits "
                                      "in int64", offset=pos)

@@ -55,6 +55,7 @@ def decode(
     check_crc: bool = True, aborted_transactions: Iterable[tuple[int, int]] | None = None,
     binary_view: bool = False,
     max_decompressed: int = compression.DEFAULT_MAX_DECOMPRESSED,
+    stop_at_limit: bool = False,
 ) -> RecordColumns:
     """Decode any sequence of record sets (magic 0, 1, 2; any codec) into columns.
 
@@ -71,14 +72,18 @@ def decode(
     * malformed input raises :class:`~kproto.errors.CorruptRecordError` with the byte
       offset; compressed batches expanding past ``max_decompressed`` bytes in all (the
       whole ``buf``; default 256 MiB) raise :class:`~kproto.errors.DecompressionLimitError`
-      before the excess is allocated.
+      before the excess is allocated; with ``stop_at_limit``, decoding stops instead
+      before the batch that would pass it (its ``next_offset`` is where the next fetch
+      starts: what the consumers do, so a broker answering more than the limit at once
+      is read in pieces), unless it is the first batch, which alone is too big.
 
     The result's ``next_offset`` is the offset to fetch next.
     """
     cols: RecordColumns = _backend().decode_records(
         buf, start_offset=start_offset, check_crc=check_crc,
         aborted_transactions=None if aborted_transactions is None else list(aborted_transactions),
-        max_decompressed=max_decompressed, binary_view=binary_view)
+        max_decompressed=max_decompressed, binary_view=binary_view,
+        stop_at_limit=stop_at_limit)
     cols.topic = topic
     cols.partition = partition
     cols.next_offsets = {(topic, partition): cols.next_offset}
