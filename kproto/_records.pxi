@@ -116,8 +116,10 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                             max_size=max_decompressed - d.decompressed, offset=pos,
                             total=max_decompressed)
                     except _DecompressionLimitError:
-                        if stop_at_limit and pos:
-                            break   # the batches before it are the answer; fetch it next
+                        # the batches before it are the answer and the next fetch starts
+                        # at it - if they reach the start (else it would ask for it again)
+                        if stop_at_limit and next_offset > start_offset:
+                            break
                         raise
                     inner_view = inner
                     d.decompressed += inner_view.shape[0]
@@ -151,7 +153,7 @@ def decode_records(buf, *, int64_t start_offset=0, bint check_crc=True,
                     last_offset = _legacy_message(&d, view, base, pos, stop, check_crc,
                                                   max_decompressed, buffers)
                 except _DecompressionLimitError:
-                    if stop_at_limit and pos:
+                    if stop_at_limit and next_offset > start_offset:
                         break       # (raised before any of its messages was added)
                     raise
             else:

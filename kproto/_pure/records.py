@@ -163,8 +163,9 @@ def decode_records(
                                        max_decompressed)
         except DecompressionLimitError:
             # raised before the batch added anything: with stop_at_limit, the batches
-            # before it are the answer and the next fetch starts at it
-            if stop_at_limit and pos:
+            # before it are the answer and the next fetch starts at it - if they reach
+            # the start (else the next fetch would ask for this answer again)
+            if stop_at_limit and next_offset > start_offset:
                 break
             raise
         if last == INT64_MAX:
