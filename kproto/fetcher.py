@@ -157,8 +157,10 @@ def decode_partition(tp: TopicPartition, p: Any, start: int, *, read_committed: 
     ``max_decompressed`` bounds the memory of one answer, not what can be read:
     the batches that would decompress past it are left for the next Fetch (which
     starts at the returned ``next_offset``; a broker may answer far more than the
-    Fetch's byte limits asked, noida-db its whole log); only a single batch past
-    it raises DecompressionLimitError."""
+    Fetch's byte limits asked, noida-db its whole log). DecompressionLimitError
+    when no batch before the one past it reaches ``start`` (a single batch past
+    it, or batches that end below ``start`` used it up): the next Fetch would be
+    this one again, and the consumer would ask for it for ever."""
     cols = records.decode(p.records, topic=tp.topic, partition=tp.partition,
                           start_offset=start, check_crc=check_crc, stop_at_limit=True,
                           max_decompressed=max_decompressed, binary_view=binary_view,

@@ -75,7 +75,10 @@ def decode(
       before the excess is allocated; with ``stop_at_limit``, decoding stops instead
       before the batch that would pass it (its ``next_offset`` is where the next fetch
       starts: what the consumers do, so a broker answering more than the limit at once
-      is read in pieces), unless it is the first batch, which alone is too big.
+      is read in pieces), unless no batch before it reaches ``start_offset`` (it is the
+      first, alone too big, or those before it end below the start and count towards
+      the limit all the same): then it raises, since a fetch from ``next_offset`` would
+      be the same fetch again.
 
     The result's ``next_offset`` is the offset to fetch next.
     """
