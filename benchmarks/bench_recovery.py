@@ -299,6 +299,9 @@ def _num(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
+SHORT_DRAIN = 0.1   # seconds: a drain shorter than this has no meaningful rate (20 ms samples)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| broker | fault | client | healthy rec/s | during the fault rec/s | "
              "backlog at its end | first progress (s) | back at 90 % of healthy (s) | "
@@ -308,6 +311,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ratio = r["drain_rate"] / r["healthy"] if r["drain_rate"] and r["healthy"] else None
         first, took = r.get("first_seconds"), r["drain_seconds"]
+        rate = r["drain_rate"]
+        if took is not None and took < SHORT_DRAIN:
+            ratio = rate = None     # a few samples: no rate to speak of
         moving = None      # the drain rate from the first progress on (the wait left out)
         if ratio is not None and first is not None and took and took > first:
             moving = ratio * took / (took - first)
@@ -316,7 +322,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['broker']} | {r['fault']} | `{r['client']}` | {_num(r['healthy'], 0)} | "
             f"{_num(r['during'], 0)} | {_num(r['backlog'], 0)} | "
             f"{_num(r.get('first_seconds'), 2)} | {_num(r['back_seconds'], 2)} | "
-            f"{_num(r['drain_seconds'], 2)} | {_num(r['drain_rate'], 0)} | {_num(ratio, 2)} | "
+            f"{_num(r['drain_seconds'], 2)} | {_num(rate, 0)} | {_num(ratio, 2)} | "
             f"{_num(moving, 2)} | {lost} | {r['duplicated']} |")
     return "\n".join(lines)
 
