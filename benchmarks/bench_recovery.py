@@ -221,7 +221,7 @@ def run_consumer(setup: recovery.Setup, fault: str, client: str, timing: recover
     slack = max(timing.feed_rate * 0.25, 2000)
     caught = next((t for t, *_ in cons if fault_end <= t <= end and lag(t) <= slack), None)
     drain = None if caught is None else caught - fault_end
-    backlog = lag(fault_end)
+    backlog = max(0.0, lag(fault_end))
     consumed = None if caught is None else \
         recovery.count_at(cons, caught) - recovery.count_at(cons, fault_end)
     back = recovery.back_to_healthy(cons, fault_end, end, healthy)
