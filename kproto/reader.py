@@ -301,6 +301,7 @@ class _Fetcher:
         self.aborted = False
         # the last thing that kept each partition from moving on (for a timeout's message)
         self.stalled: dict[TopicPartition, str] = {}
+        self._lane_errors: dict[tuple[int, int], str] = {}   # why a lane gave no answer
 
     def abort(self) -> None:
         """From another thread: the step being read fails at once (KafkaConnectionError)."""
@@ -367,8 +368,10 @@ class _Fetcher:
                 for r in sent.ranges:
                     r.in_flight = False
                 if resp is None:
+                    reason = self._lane_errors.pop(lane, "")
                     for r in sent.ranges:
-                        self.stalled[r.tp] = f"no answer from broker {lane[0]}"
+                        self.stalled[r.tp] = f"no answer from broker {lane[0]}" + \
+                            (f" ({reason})" if reason else "")
                     continue
                 if self.absorb(resp, sent, result):
                     last_progress = time.monotonic()
@@ -460,6 +463,7 @@ class _Fetcher:
             except KprotoError as exc:
                 log.debug("fetch on %s failed: %s", lane, exc)
                 cluster.mark_stale()
+                self._lane_errors[lane] = str(exc)   # e.g. an answer past receive_message_max_bytes
                 out.append((lane, None))
                 continue
             if got:
@@ -469,6 +473,7 @@ class _Fetcher:
             if now - sent.at > limit and all(lane != o[0] for o in out):
                 lanes[lane].close()
                 cluster.mark_stale()
+                self._lane_errors[lane] = f"none within {limit:g} s"
                 out.append((lane, None))
         return out
 

@@ -431,6 +431,22 @@ def test_a_stuck_bounded_read_names_what_held_each_partition(mock_cluster, uniqu
         assert c.read_range(unique_topic, {0: (0, 1)}, timeout_ms=30000).num_rows == 1
 
 
+def test_a_bounded_read_of_answers_past_the_receive_cap_says_so(tansu, unique_topic):
+    """An answer bigger than receive_message_max_bytes is refused (the connection
+    is closed: the frame cannot be skipped), so a read of it never progresses; its
+    timeout says why, not only "no answer" (the recovery benchmark met it: noida-db
+    and Tansu answer more than a Fetch's byte limits ask, here 200 KB against a
+    50 KB cap)."""
+    with Producer(bootstrap_servers=tansu.bootstrap) as producer:
+        producer.send_batch(unique_topic, pa.table({"value": [b"x" * 1000] * 200}),
+                            partition=0).result(30)
+    with Consumer(bootstrap_servers=tansu.bootstrap,
+                  receive_message_max_bytes=50_000) as c:
+        with pytest.raises(KafkaTimeoutError, match=r"no answer from broker \d+ "
+                           r"\(.*response size \d+ is outside 4\.\.50000"):
+            c.read_range(unique_topic, {0: (0, 200)}, timeout_ms=1500)
+
+
 @pytest.mark.brokers(needs=("byte_limits",))
 def test_steps_do_not_keep_whole_answers_alive(broker, unique_topic):
     """A step whose window ends early in a Fetch answer copies the records it keeps
