@@ -25,11 +25,11 @@ import numpy as np
 
 from . import compression
 from .errors import (
-    ErrorCode,
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
     OffsetOutOfRangeError,
+    error_for_code,
 )
 from .fetcher import (
     OUT_OF_RANGE,
@@ -301,7 +301,6 @@ class _Fetcher:
         self.aborted = False
         # the last thing that kept each partition from moving on (for a timeout's message)
         self.stalled: dict[TopicPartition, str] = {}
-        self._lane_errors: dict[tuple[int, int], str] = {}   # why a lane gave no answer
 
     def abort(self) -> None:
         """From another thread: the step being read fails at once (KafkaConnectionError)."""
@@ -367,11 +366,9 @@ class _Fetcher:
                 sent = in_flight.pop(lane)
                 for r in sent.ranges:
                     r.in_flight = False
-                if resp is None:
-                    reason = self._lane_errors.pop(lane, "")
+                if isinstance(resp, str):
                     for r in sent.ranges:
-                        self.stalled[r.tp] = f"no answer from broker {lane[0]}" + \
-                            (f" ({reason})" if reason else "")
+                        self.stalled[r.tp] = f"no answer from broker {lane[0]} ({resp})"
                     continue
                 if self.absorb(resp, sent, result):
                     last_progress = time.monotonic()
@@ -442,7 +439,8 @@ class _Fetcher:
 
     def wait(self, in_flight: dict[tuple[int, int], _Sent], limit: float
              ) -> list[tuple[tuple[int, int], Any]]:
-        """Wait for at least one answer; returns [(lane, response or None if it failed)]."""
+        """Wait for at least one answer; returns [(lane, response, or why there is
+        none: e.g. an answer past receive_message_max_bytes)]."""
         lanes, cluster = self.lanes, self.cluster
         out: list[tuple[tuple[int, int], Any]] = []
         with selectors.DefaultSelector() as sel:
@@ -451,7 +449,7 @@ class _Fetcher:
                 if conn.connected:
                     sel.register(conn.fileno(), selectors.EVENT_READ, lane)
                 else:
-                    out.append((lane, None))
+                    out.append((lane, "connection closed"))
             if out:
                 return out
             oldest = min(s.at for s in in_flight.values())
@@ -463,8 +461,7 @@ class _Fetcher:
             except KprotoError as exc:
                 log.debug("fetch on %s failed: %s", lane, exc)
                 cluster.mark_stale()
-                self._lane_errors[lane] = str(exc)   # e.g. an answer past receive_message_max_bytes
-                out.append((lane, None))
+                out.append((lane, str(exc)))
                 continue
             if got:
                 out.append((lane, got[-1]))
@@ -473,8 +470,7 @@ class _Fetcher:
             if now - sent.at > limit and all(lane != o[0] for o in out):
                 lanes[lane].close()
                 cluster.mark_stale()
-                self._lane_errors[lane] = f"none within {limit:g} s"
-                out.append((lane, None))
+                out.append((lane, f"none within {limit:g} s"))
         return out
 
     def absorb(self, resp: Any, sent: _Sent, result: ReadResult) -> bool:
@@ -558,11 +554,9 @@ class _Fetcher:
 
 
 def _error_name(code: int) -> str:
-    """A Kafka error code as its protocol name and number."""
-    try:
-        return f"{ErrorCode(code).name} ({code})"
-    except ValueError:
-        return f"error {code}"
+    """A Kafka error code as its protocol name and number (BrokerError's own)."""
+    known = error_for_code(code)
+    return f"{known.name} ({code})" if known is not None else f"error {code}"
 
 
 def _batch_key(batch: pyarrow.RecordBatch) -> tuple[str, int, int]:
