@@ -95,14 +95,13 @@ class _Worker:
     def count(self) -> int:
         return int(self.shared.value)
 
-    def wait_count(self, at_least: int, timeout: float) -> float:
+    def wait_count(self, at_least: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while self.count < at_least:
             if time.monotonic() > deadline or not self.process.is_alive():
                 raise AssertionError(f"{self.process.name}: count {self.count} < {at_least} "
                                      f"after {timeout:g} s")
             time.sleep(0.02)
-        return time.monotonic()
 
     def finish(self, timeout: float = 180) -> dict[str, Any]:
         self.stop_event.set()
