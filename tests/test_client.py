@@ -413,7 +413,8 @@ def test_a_stuck_bounded_read_names_what_held_each_partition(mock_cluster, uniqu
     each partition left, the last answer that held it, not only where it stopped:
     here the mock answers the partition NOT_LEADER_OR_FOLLOWER in every Fetch for
     ~2 s (it holds an answer without records fetch_max_wait_ms). Once the errors
-    stop, the same read gets the record."""
+    stop, the same read gets the record. Mock only: it alone can be told to answer
+    a partition with an error; the message is the client's on any broker."""
     from kproto.errors import ErrorCode
     from kproto.protocol import ApiKey
 
@@ -436,7 +437,8 @@ def test_a_bounded_read_of_answers_past_the_receive_cap_says_so(tansu, unique_to
     is closed: the frame cannot be skipped), so a read of it never progresses; its
     timeout says why, not only "no answer" (the recovery benchmark met it: noida-db
     and Tansu answer more than a Fetch's byte limits ask, here 200 KB against a
-    50 KB cap)."""
+    50 KB cap). Tansu only: the cap and the message are the client's, the same on
+    any broker; the mock answers one batch per partition, under any cap here."""
     with Producer(bootstrap_servers=tansu.bootstrap) as producer:
         producer.send_batch(unique_topic, pa.table({"value": [b"x" * 1000] * 200}),
                             partition=0).result(30)
