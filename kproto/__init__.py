@@ -14,14 +14,19 @@ from .errors import KprotoError  # noqa: E402
 
 if TYPE_CHECKING:
     from .admin import Admin
-    from .consumer import Consumer, OffsetAndTimestamp, TopicPartition
+    from .consumer import Consumer
     from .producer import Producer, RecordMetadata
-    from .structs import ConsumerGroupMetadata, OffsetAndMetadata
+    from .structs import (
+        ConsumerGroupMetadata,
+        OffsetAndMetadata,
+        OffsetAndTimestamp,
+        TopicPartition,
+    )
 
 #: Public names imported on first use (``import kproto`` stays light).
 _LAZY = {
     "Producer": "producer", "RecordMetadata": "producer",
-    "Consumer": "consumer", "TopicPartition": "consumer", "OffsetAndTimestamp": "consumer",
+    "Consumer": "consumer", "TopicPartition": "structs", "OffsetAndTimestamp": "structs",
     "Admin": "admin", "OffsetAndMetadata": "structs", "ConsumerGroupMetadata": "structs",
 }
 

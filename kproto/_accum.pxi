@@ -1,7 +1,7 @@
 # ---------------------------------------------------------------- the producer's send() path
 #
 # Producer.send() -> RecordAccumulator.append() -> RecordFuture, in C: the classes here are
-# the bases of kproto.producer.Producer, kproto.producer_accumulator.RecordAccumulator and
+# the bases of kproto.producer.Producer, kproto.producer.accumulator.RecordAccumulator and
 # ProducerBatch, and kproto.producer.RecordFuture, which add everything off the hot path in
 # Python. Per record: one lock, murmur2 (or the sticky partition), one dict lookup, the
 # record encoded into its partition's open batch (RecordsBuilder), one small future. Rare

@@ -17,8 +17,8 @@ from typing import Any
 
 from . import protocol
 from .config import resolve
+from .consumer.fetcher import list_offsets
 from .errors import ErrorCode, KprotoError, LeaderNotAvailableError, error_for_code
-from .fetcher import list_offsets
 from .net.blocking import Fields
 from .net.cluster import ClusterMetadata
 from .protocol import ApiKey

@@ -32,9 +32,9 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from . import producer_columns
 from .cli_args import CliError, UsageError, mask, parser, secrets
 from .errors import EncodeError, KafkaConnectionError, KafkaTimeoutError, KprotoError
+from .producer import columns as producer_columns
 
 __all__ = ["main"]
 
@@ -198,7 +198,7 @@ def _wanted(topic: str, have: list[int], wanted: list[int] | None) -> list[int]:
 
 
 def cmd_offsets(args: argparse.Namespace) -> None:
-    from .consumer import Consumer
+    from .consumer.consumer import Consumer
 
     with Consumer(_filtered(_settings(args), "consumer")) as c:
         parts = _partitions(c, args.topic, args.partition)
@@ -214,7 +214,7 @@ def cmd_offsets(args: argparse.Namespace) -> None:
 
 def cmd_groups(args: argparse.Namespace) -> None:
     from .admin import Admin
-    from .consumer import Consumer
+    from .consumer.consumer import Consumer
 
     _names(args, args.action == "describe", "group ids")
     settings = _settings(args)
@@ -360,7 +360,7 @@ def _read_input(args: argparse.Namespace) -> Any:
 def cmd_produce(args: argparse.Namespace) -> None:
     import pyarrow as pa
 
-    from .producer import Producer
+    from .producer.producer import Producer
 
     table = _read_input(args)
     if args.header:
@@ -462,7 +462,7 @@ def _batches(args: argparse.Namespace, consumer: Any, parts: list[int]
 
 
 def cmd_consume(args: argparse.Namespace) -> None:
-    from .consumer import Consumer
+    from .consumer.consumer import Consumer
 
     settings = _filtered(_settings(args), "consumer")
     settings.setdefault("allow.auto.create.topics", "false")    # reading creates no topic

@@ -1,4 +1,4 @@
-"""Tests for kproto.assignors: range, roundrobin and sticky partition assignors.
+"""Tests for kproto.groups.assignors: range, roundrobin and sticky partition assignors.
 
 range and roundrobin are compared with kafka-python's implementations on
 random groups; sticky user data is checked byte for byte against kafka-python's
@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kproto.assignors import (
+from kproto.errors import ConfigError, EncodeError
+from kproto.groups.assignors import (
     ASSIGNORS,
     DEFAULT_GENERATION,
     Assignor,
@@ -35,7 +36,6 @@ from kproto.assignors import (
     get_assignor,
     java_string_key,
 )
-from kproto.errors import ConfigError, EncodeError
 from kproto.protocol.apis import STICKY_ASSIGNOR_USER_DATA
 from kproto.protocol.engine import codec_for
 

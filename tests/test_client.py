@@ -29,7 +29,12 @@ from kproto.errors import (
     KafkaTimeoutError,
     TopicAlreadyExistsError,
 )
-from kproto.partitioner import StickyPartitioner, murmur2, partition_for_key, partitions_for_keys
+from kproto.producer.partitioner import (
+    StickyPartitioner,
+    murmur2,
+    partition_for_key,
+    partitions_for_keys,
+)
 from kproto.testing import free_port
 
 pytestmark = pytest.mark.broker
@@ -347,7 +352,7 @@ def test_iter_range_steps_are_bounded_and_equal_read_range(broker, unique_topic)
             pc.equal(whole.column("partition"), p)).column("value").to_pylist()
     # the steps after each partition's first answer hold about step_bytes (the
     # first answer is as big as the broker makes it: Tansu ignores byte limits)
-    from kproto.reader import iter_ranges
+    from kproto.consumer.reader import iter_ranges
 
     config = resolve("consumer", bootstrap_servers=broker.bootstrap)
     sizes = [sum(b.nbytes for b in step.batches) for step in iter_ranges(
@@ -356,7 +361,7 @@ def test_iter_range_steps_are_bounded_and_equal_read_range(broker, unique_topic)
 
 
 def test_iter_ranges_ends_short_ranges_at_the_high_watermark(broker, unique_topic):
-    from kproto.reader import iter_ranges
+    from kproto.consumer.reader import iter_ranges
 
     with Producer(bootstrap_servers=broker.bootstrap) as producer:
         producer.send_batch(unique_topic, _table(5000), partition=0).result(30)
@@ -374,7 +379,7 @@ def test_iter_ranges_steps_stay_bounded_after_a_gap(broker, unique_topic, monkey
     many bytes an offset holds: the steps after one hold about step_bytes, not the
     rest of the range at once. (The mock has no DeleteRecords: Fetch answers below
     offset 3000 are rewritten into Kafka's, OFFSET_OUT_OF_RANGE with the log start.)"""
-    import kproto.reader as reader
+    import kproto.consumer.reader as reader
 
     log_start, end = 3000, 12000
     with Producer(bootstrap_servers=broker.bootstrap, batch_size=16384) as producer:
@@ -382,7 +387,7 @@ def test_iter_ranges_steps_stay_bounded_after_a_gap(broker, unique_topic, monkey
             for i in range(first, last):
                 producer.send(unique_topic, b"%06d" % i + b"x" * 100, partition=0)
             producer.flush(30)
-    from kproto import fetcher  # (every read slices its answers through it)
+    from kproto.consumer import fetcher  # (every read slices its answers through it)
 
     slice_fetch = fetcher.records.slice_fetch
 
@@ -453,7 +458,7 @@ def test_a_bounded_read_of_answers_past_the_receive_cap_says_so(tansu, unique_to
 def test_steps_do_not_keep_whole_answers_alive(broker, unique_topic):
     """A step whose window ends early in a Fetch answer copies the records it keeps
     rather than holding the whole decoded answer through a zero-copy slice."""
-    from kproto.reader import iter_ranges
+    from kproto.consumer.reader import iter_ranges
 
     with Producer(bootstrap_servers=broker.bootstrap, batch_size=1 << 20,
                   linger_ms=50) as producer:
@@ -470,8 +475,8 @@ def test_steps_do_not_keep_whole_answers_alive(broker, unique_topic):
 
 def test_read_ranges_result_short_names_the_requested_end(broker, unique_topic):
     """A range split into pieces reports (high watermark, the range's end), not a piece's end."""
+    from kproto.consumer.reader import read_ranges_result
     from kproto.net.cluster import Cluster
-    from kproto.reader import read_ranges_result
 
     with Producer(bootstrap_servers=broker.bootstrap) as producer:
         producer.send_batch(unique_topic, _table(10), partition=0).result(30)
@@ -491,7 +496,7 @@ def test_closing_iter_ranges_on_a_hung_broker_returns_at_once(broker, unique_top
     """Leaving an iter_ranges loop early (close, or dropping the generator) while the
     read-ahead thread waits on a hung broker cuts that wait short: no request timeout
     to sit out."""
-    from kproto.reader import iter_ranges
+    from kproto.consumer.reader import iter_ranges
 
     with Producer(bootstrap_servers=broker.bootstrap, batch_size=16384) as producer:
         producer.send_batch(unique_topic, _table(20000, keys=False), partition=0).result(30)

@@ -6,7 +6,7 @@ before ``seek``/``pause``/``assign`` are not returned after them; an error on
 one partition does not cost the others their records; auto-commit covers the
 records of earlier polls only, and its failure costs no records.
 
-Each test here failed before the fetch buffer (kproto/fetch_buffer.py) took
+Each test here failed before the fetch buffer (kproto/consumer/fetch_buffer.py) took
 the place of the list of fetched records.
 
 On the broker matrix (tests/brokers.py); a test that subscribes needs groups

@@ -1,6 +1,6 @@
 """The producer's record accumulator on its own: no broker, no sender thread.
 
-What the sender relies on (:mod:`kproto.producer_accumulator`'s interface):
+What the sender relies on (:mod:`kproto.producer.accumulator`'s interface):
 one queue per partition in call order, at most one batch per partition out at
 a time, linger and batch size, ``buffer_memory`` accounting and back-pressure,
 the flush snapshot, splitting a batch the broker found too large, expiry and
@@ -23,7 +23,7 @@ from kproto import records
 from kproto.config import resolve
 from kproto.errors import IllegalStateError, KafkaConnectionError, KafkaTimeoutError
 from kproto.producer import BatchFuture, RecordFuture, RecordMetadata
-from kproto.producer_accumulator import (
+from kproto.producer.accumulator import (
     BATCH_OVERHEAD,
     RECORD_OVERHEAD,
     ProducerBatch,
@@ -138,7 +138,7 @@ def test_a_reenqueued_batch_goes_first_after_its_backoff() -> None:
 
 def test_can_send_holds_a_partition_back() -> None:
     """The sender's idempotence state decides whether a partition's first batch
-    may go (producer_state.can_send); the others go on."""
+    may go (idempotence.can_send); the others go on."""
     acc = _acc(linger_ms=0)
     b0, _ = _append(acc, b"x", partition=0)
     b1, _ = _append(acc, b"y", partition=1)

@@ -14,7 +14,7 @@ from kproto import records
 from kproto._backend import IS_PURE, backend
 from kproto._pure.rows import record_rows as pure_rows
 from kproto.columns import BinaryColumn, Record
-from kproto.fetch_buffer import Collected
+from kproto.consumer.fetch_buffer import Collected
 from tests.record_sets import batch_v2, read_with_kafka_python, sample_records
 
 pytestmark = pytest.mark.skipif(IS_PURE, reason="compares the extension with its pure twin")

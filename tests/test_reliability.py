@@ -36,6 +36,7 @@ import pyarrow as pa
 import pytest
 
 from kproto import Admin, Consumer, Producer, TopicPartition
+from kproto.consumer.fetcher import fetch_request
 from kproto.errors import (
     ConfigError,
     CorruptRecordError,
@@ -47,7 +48,6 @@ from kproto.errors import (
     SaslAuthenticationFailedError,
     TlsCertificateError,
 )
-from kproto.fetcher import fetch_request
 from kproto.testing import FaultProxy, TansuBroker, free_port, proxy_cluster
 
 pytestmark = pytest.mark.broker

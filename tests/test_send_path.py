@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = r"""
 import hashlib, json, random, sys
 from kproto.config import resolve
-from kproto.partitioner import StickyPartitioner
-from kproto.producer_accumulator import RecordAccumulator
+from kproto.producer.partitioner import StickyPartitioner
+from kproto.producer.accumulator import RecordAccumulator
 from kproto._backend import IS_PURE
 acc = RecordAccumulator(resolve("producer", bootstrap_servers="unused:9092", batch_size=4000,
                                 linger_ms=60000, compression_type=sys.argv[1]),

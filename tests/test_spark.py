@@ -129,7 +129,7 @@ def test_max_records_per_partition_and_assign(spark, tansu, filled):
 def test_task_streams_its_range_in_steps(mock_cluster, unique_topic, monkeypatch):
     """A task's range is read in steps and yielded as it goes, in offset order (on
     the mock cluster, which honours Fetch byte limits; Tansu answers with all)."""
-    import kproto.reader
+    import kproto.consumer.reader
     import kproto.spark
     from kproto.config import resolve
 
@@ -143,8 +143,8 @@ def test_task_streams_its_range_in_steps(mock_cluster, unique_topic, monkeypatch
                              max_partition_fetch_bytes=32 << 10).items())
     part = kproto.spark.KafkaRange(unique_topic, 1, 3, 20000, settings, True, True)
     decoded = []                              # Fetch answers decoded, counted
-    real_decode = kproto.fetcher.records.decode       # (every read decodes through the fetcher)
-    monkeypatch.setattr(kproto.fetcher.records, "decode",
+    real_decode = kproto.consumer.fetcher.records.decode   # every read decodes through it
+    monkeypatch.setattr(kproto.consumer.fetcher.records, "decode",
                         lambda *a, **k: decoded.append(1) or real_decode(*a, **k))
     task = kproto.spark.read_partition(part)
     batches = [next(task)]

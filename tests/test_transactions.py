@@ -33,8 +33,8 @@ from kproto.errors import (
     ProducerFencedError,
     TransactionAbortedError,
 )
+from kproto.producer.transactions import PreparedTransaction, abort_transaction, commit_transaction
 from kproto.protocol import ApiKey
-from kproto.transactions import PreparedTransaction, abort_transaction, commit_transaction
 
 from .noida_support import parse, value
 
@@ -502,8 +502,8 @@ def test_transaction_version_2_only_where_the_cluster_finalizes_it() -> None:
     first protocol's newest versions (v4, v11), as Java does."""
     from types import SimpleNamespace
 
-    from kproto.producer_txn import TransactionManager
-    from kproto.transactions import end_txn_version, transaction_version
+    from kproto.producer.transaction_manager import TransactionManager
+    from kproto.producer.transactions import end_txn_version, transaction_version
 
     new = SimpleNamespace(versions={ApiKey.END_TXN: 5, ApiKey.PRODUCE: 13},
                           finalized_features={"transaction.version": 2})

@@ -6,9 +6,9 @@ values) to partition 0 of a topic, then reads offsets [0, records) in a fresh
 child process per variant and prints its wall time and peak RSS (ru_maxrss)
 above the RSS after imports and connecting:
 
-- ``all``: :func:`kproto.reader.read_ranges_result` (what ``Consumer.read_range``
+- ``all``: :func:`kproto.consumer.reader.read_ranges_result` (what ``Consumer.read_range``
   runs: the whole range is held until the end);
-- ``steps``: :func:`kproto.reader.iter_ranges` with ``--step-mb`` (what a Spark
+- ``steps``: :func:`kproto.consumer.reader.iter_ranges` with ``--step-mb`` (what a Spark
   task and ``Consumer.iter_range`` run), each step dropped once counted.
 
     .venv/bin/python tools/read_memory.py --records 6000000
@@ -25,7 +25,7 @@ CHILD = r"""
 import json, resource, sys, time
 from kproto.config import resolve
 from kproto.net.cluster import Cluster
-from kproto.reader import iter_ranges, read_ranges_result
+from kproto.consumer.reader import iter_ranges, read_ranges_result
 
 bootstrap, how, n, step_mb = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 config = resolve("consumer", bootstrap_servers=bootstrap)

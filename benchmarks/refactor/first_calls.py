@@ -4,7 +4,7 @@ consumer's first ``read_range`` (after polling), in milliseconds, as JSON.
     .venv/bin/python benchmarks/refactor/first_calls.py TREE [RECORDS]
 
 First calls pay what steady-state benchmarks hide: connections, metadata and any module
-imported on first use (issue 16's read_range gap was ``kproto.reader`` imported lazily).
+imported on first use (issue 16's read_range gap was ``kproto.consumer.reader`` imported lazily).
 """
 
 from __future__ import annotations

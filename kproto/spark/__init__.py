@@ -12,7 +12,7 @@ The options and the schema are those of Spark's own Kafka source, so moving a
 job is a one-word change (``format("kafka")`` -> ``format("kproto")``). The
 driver plans offset ranges (Metadata + ListOffsets, big partitions split by
 ``minPartitions`` / ``maxRecordsPerPartition``); each executor task reads its
-range with :func:`kproto.reader.iter_ranges` (in steps of bounded size) and
+range with :func:`kproto.consumer.reader.iter_ranges` (in steps of bounded size) and
 yields ``pyarrow.RecordBatch``es decoded by the Cython codec — never rows.
 
 Supported options (Spark's names):

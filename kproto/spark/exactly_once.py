@@ -5,7 +5,7 @@ leaves it open (:meth:`kproto.Producer.prepare_transaction`); its commit message
 carries the transactional id, producer id and epoch. When Spark commits the job
 (a batch write) or the micro-batch (a stream), the driver checks that every
 task's transaction is still open, then ends them all with EndTxn
-(:func:`kproto.transactions.commit_transaction`, the way Flink's ``KafkaSink``
+(:func:`kproto.producer.transactions.commit_transaction`, the way Flink's ``KafkaSink``
 commits transactions its writers began); when Spark aborts, it aborts them.
 
 Transactional ids are ``<base>-<Spark partition>``: the base is
@@ -45,9 +45,9 @@ from ..errors import (
     ProducerFencedError,
     UnsupportedVersionError,
 )
-from ..producer import Producer
+from ..producer.producer import Producer
+from ..producer.transactions import PreparedTransaction, abort_transaction, commit_transaction
 from ..structs import OffsetAndMetadata
-from ..transactions import PreparedTransaction, abort_transaction, commit_transaction
 from .options import _bool, _option, settings_for
 
 __all__ = ["ExactlyOnce", "TaskTransaction", "TransactionCommitMessage", "ExactlyOnceCommitError",

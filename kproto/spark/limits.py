@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ..reader import iter_ranges
+from ..consumer.reader import iter_ranges
 
 __all__ = ["byte_limit", "bytes_per_offset", "SAMPLE_OFFSETS"]
 

@@ -14,7 +14,7 @@ from pyspark.sql.datasource import (
 )
 
 from ..errors import ConfigError
-from ..producer_columns import check_names
+from ..producer.columns import check_names
 from .exactly_once import ExactlyOnce, TaskTransaction, abort_all, commit_all
 from .options import _option, client_settings
 from .typed import SinkFormats
@@ -56,7 +56,7 @@ class KprotoWriter(DataSourceArrowWriter):
             raise ConfigError("writing to Kafka needs a 'topic' option or column")
 
     def write(self, iterator: Iterator[Any]) -> Any:
-        from ..producer import Producer
+        from ..producer.producer import Producer
 
         records = batches = 0
         futures = []

@@ -22,9 +22,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ..admin import Admin
+from ..consumer.fetcher import list_offsets
+from ..consumer.reader import iter_ranges
 from ..errors import ConfigError, IllegalStateError, KprotoError, OffsetOutOfRangeError
-from ..fetcher import list_offsets
-from ..reader import iter_ranges
 from ..structs import EARLIEST, LATEST
 from .limits import byte_limit, bytes_per_offset
 from .options import (

@@ -12,7 +12,7 @@ a never-flexible body. Java writes v3 and reads newer versions as v3.
 The sticky assignor's user data is what the "sticky" assignor puts in the
 subscription's ``user_data``. Unlike the consumer protocol it has no version
 prefix: Java writes v1 and reads a blob as v1, then as v0 (see
-:mod:`kproto.assignors`).
+:mod:`kproto.groups.assignors`).
 """
 
 from ..schema import message

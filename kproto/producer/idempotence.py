@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from .errors import ErrorCode
+from ..errors import ErrorCode
 
 __all__ = ["IdempotenceState", "next_sequence"]
 

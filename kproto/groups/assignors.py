@@ -36,9 +36,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from .errors import ConfigError, ProtocolError
-from .protocol.apis import STICKY_ASSIGNOR_USER_DATA
-from .protocol.engine import codec_for
+from ..errors import ConfigError, ProtocolError
+from ..protocol.apis import STICKY_ASSIGNOR_USER_DATA
+from ..protocol.engine import codec_for
 
 __all__ = [
     "ASSIGNORS",

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._backend import backend
+from .._backend import backend
 
 __all__ = ["murmur2", "partition_for_key", "partitions_for_keys", "StickyPartitioner"]
 
@@ -33,7 +33,7 @@ def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) 
 def partitions_for_keys(keys: Any, num_partitions: int) -> np.ndarray:
     """Vectorised :func:`partition_for_key` over an Arrow binary/string column
     (-1 where the key is null), computed in Cython without the GIL."""
-    from .records import _binary_input  # the encoder's view of Arrow binary columns
+    from ..records import _binary_input  # the encoder's view of Arrow binary columns
 
     n = len(keys)
     return backend.murmur2_partitions(n, _binary_input(keys, n, "key"), num_partitions)

@@ -23,14 +23,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import compression
-from .errors import (
+from .. import compression
+from ..errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
     OffsetOutOfRangeError,
     error_for_code,
 )
+from ..net.blocking import BrokerConnection
+from ..net.cluster import Cluster
+from ..protocol import ApiKey
+from ..structs import EARLIEST, LATEST, TopicPartition
 from .fetcher import (
     OUT_OF_RANGE,
     RETRY,
@@ -43,10 +47,6 @@ from .fetcher import (
     outcome,
     watermark,
 )
-from .net.blocking import BrokerConnection
-from .net.cluster import Cluster
-from .protocol import ApiKey
-from .structs import EARLIEST, LATEST, TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow

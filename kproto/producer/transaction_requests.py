@@ -1,7 +1,7 @@
 """A transactional producer's coordinator requests: what each one carries and how
 each answer moves the transaction's state (the request handlers of Java's
 ``TransactionManager``). :class:`TxnRequests` is the base of
-:class:`kproto.producer_txn.TransactionManager`, which holds the state and runs
+:class:`kproto.producer.transaction_manager.TransactionManager`, which holds the state and runs
 the requests; the classification of errors is in that module's docstring.
 """
 
@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from .errors import (
+from ..errors import (
     ClusterAuthorizationFailedError,
     CommitFailedError,
     ErrorCode,
@@ -25,11 +25,11 @@ from .errors import (
     UnsupportedVersionError,
     error_for_code,
 )
-from .net.blocking import BrokerConnection
-from .producer_state import IdempotenceState
-from .protocol import ApiKey
-from .protocol.requests import GROUP, TRANSACTION
-from .structs import TopicPartition
+from ..net.blocking import BrokerConnection
+from ..protocol import ApiKey
+from ..protocol.requests import GROUP, TRANSACTION
+from ..structs import TopicPartition
+from .idempotence import IdempotenceState
 from .transactions import (
     TRANSACTION_VERSION_2,
     CoordinatorLinks,
@@ -112,7 +112,7 @@ class _Request:
 class TxnRequests:
     """Builds the coordinator requests and handles their answers (*locked*: called
     under the accumulator's lock). The state and the transitions are
-    :class:`kproto.producer_txn.TransactionManager`'s."""
+    :class:`kproto.producer.transaction_manager.TransactionManager`'s."""
 
     transactional_id: str
     timeout_ms: int

@@ -19,13 +19,13 @@ A batch the broker refuses as too large (MESSAGE_TOO_LARGE) is split in halves
 and re-sent. With ``enable_idempotence`` it gets a producer id (InitProducerId)
 and stamps sequence numbers so a retried batch is never written twice; a batch
 that fails for good leaves a gap in the sequences, after which the partition
-goes on with a new producer id (see :mod:`kproto.producer_state`). Each
+goes on with a new producer id (see :mod:`kproto.producer.idempotence`). Each
 partition has one queue, in call order, for ``send()`` and ``send_batch()``.
 
 The parts, as Java's client splits them: this module is the facade (settings,
 ``send``/``send_batch``/``flush``/``close``, the futures);
-:mod:`kproto.producer_accumulator` queues the records per partition in batches
-(linger, batch size, ``buffer_memory``, splits); :mod:`kproto.producer_sender`
+:mod:`kproto.producer.accumulator` queues the records per partition in batches
+(linger, batch size, ``buffer_memory``, splits); :mod:`kproto.producer.sender`
 is the sender thread; the record batch header it stamps is
 :mod:`kproto.records.batch`.
 
@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import records
-from ._backend import backend
-from .config import resolve
-from .errors import (
+from .. import records
+from .._backend import backend
+from ..config import resolve
+from ..errors import (
     ConfigError,
     EncodeError,
     IllegalStateError,
@@ -55,27 +55,26 @@ from .errors import (
     KafkaTimeoutError,
     KprotoError,
 )
-from .net.cluster import Cluster
-from .partitioner import partitions_for_keys
-from .producer_accumulator import (
+from ..net.cluster import Cluster
+from ..records.batch import HEADER_SIZE as _BATCH_OVERHEAD
+from ..structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata
+from .accumulator import (
     ProducerBatch,
     RecordAccumulator,
     chunks,
     leaves,
     wait_done,
 )
-from .producer_columns import checked_table
-from .producer_sender import Sender
-from .producer_state import IdempotenceState
-from .producer_txn import TransactionManager
-from .records.batch import HEADER_SIZE as _BATCH_OVERHEAD
-from .records.batch import stamp_batch as stamp_batch  # moved there; importable here too
-from .structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata
+from .columns import checked_table
+from .idempotence import IdempotenceState
+from .partitioner import partitions_for_keys
+from .sender import Sender
+from .transaction_manager import TransactionManager
 from .transactions import PreparedTransaction
 
 if TYPE_CHECKING:       # the twins' fields and signatures are the Cython classes'
-    from ._pure.accum import FutureCore as _FutureCore
-    from ._pure.accum import ProducerCore as _ProducerCore
+    from .._pure.accum import FutureCore as _FutureCore
+    from .._pure.accum import ProducerCore as _ProducerCore
 else:
     _FutureCore, _ProducerCore = backend.FutureCore, backend.ProducerCore
 
@@ -168,8 +167,8 @@ class BatchFuture:
 def _typed_columns(topic: str, table: Any, registry: Any, strategy: str,
                    columns: tuple[tuple[str, str | None, Any], ...]) -> Any:
     """``table`` with its struct key/value columns encoded (:mod:`kproto.formats`)."""
-    from . import formats
-    from .schema_registry import as_client
+    from .. import formats
+    from ..schema_registry import as_client
 
     client = as_client(registry)
     for column, fmt, schema in columns:
@@ -234,7 +233,7 @@ class Producer(_ProducerCore):
         ``headers`` (``list<struct<key: string, value: binary>>``), ``timestamp``
         (timestamp or int64 ms) and ``partition`` (int). A table without ``value``,
         with any other column, or with a column of another type is refused with an
-        :class:`~kproto.errors.EncodeError` naming it (:mod:`kproto.producer_columns`)
+        :class:`~kproto.errors.EncodeError` naming it (:mod:`kproto.producer.columns`)
         before anything is sent. Rows go to
         ``partition`` (the argument, else the column, else murmur2 of the key,
         else sticky chunks of ``batch_size`` bytes). Each partition's rows are
@@ -413,7 +412,7 @@ class Producer(_ProducerCore):
 
     def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction | None:
         """Flush the transaction and stop before its end: another process commits or
-        aborts it with :func:`kproto.transactions.commit_transaction` (or this one
+        aborts it with :func:`kproto.producer.transactions.commit_transaction` (or this one
         with commit_transaction()). Returns its transactional id, producer id and
         epoch, or None if it holds nothing. Closing the producer leaves it open."""
         txn = self._transactional()

@@ -33,8 +33,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from . import protocol
-from .errors import (
+from .. import protocol
+from ..errors import (
     CommitFailedError,
     ErrorCode,
     FencedInstanceIdError,
@@ -43,11 +43,11 @@ from .errors import (
     KprotoError,
     error_for_code,
 )
-from .net.blocking import BrokerConnection, Fields
-from .net.cluster import Cluster
-from .protocol import ApiKey
-from .protocol.requests import offset_fetch_fields
-from .structs import ConsumerGroupMetadata, SubscriptionState, TopicPartition
+from ..net.blocking import BrokerConnection, Fields
+from ..net.cluster import Cluster
+from ..protocol import ApiKey
+from ..protocol.requests import offset_fetch_fields
+from ..structs import ConsumerGroupMetadata, SubscriptionState, TopicPartition
 
 __all__ = ["CommitFailedError", "GroupCoordinator", "RebalanceListener"]
 

@@ -17,7 +17,7 @@ caller sees the records, so the broker works while the caller does.
 
 ``poll()`` and iteration give :class:`~kproto.records.Record` objects for
 convenience. :meth:`Consumer.subscribe` joins a consumer group (see
-:mod:`kproto.group`); :meth:`Consumer.assign` reads partitions directly.
+:mod:`kproto.groups.classic`); :meth:`Consumer.assign` reads partitions directly.
 """
 
 from __future__ import annotations
@@ -28,15 +28,27 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .columns import Record, RecordColumns
-from .config import resolve
-from .errors import (
+from ..columns import Record, RecordColumns
+from ..config import resolve
+from ..errors import (
     ConfigError,
     IllegalStateError,
     KafkaConnectionError,
     KprotoError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
+)
+from ..net.blocking import BrokerConnection
+from ..net.cluster import Cluster
+from ..net.connection import Request, Response
+from ..protocol import ApiKey
+from ..structs import (
+    EARLIEST,
+    LATEST,
+    OffsetAndTimestamp,
+    SubscriptionState,
+    TopicPartition,
+    as_tp,
 )
 from .fetch_buffer import Collected, CompletedFetch, FetchBuffer
 from .fetcher import (
@@ -50,27 +62,15 @@ from .fetcher import (
     list_offsets,
     outcome,
 )
-from .net.blocking import BrokerConnection
-from .net.cluster import Cluster
-from .net.connection import Request, Response
-from .protocol import ApiKey
 from .reader import EARLIEST_NAME, LATEST_NAME, Bound, bound_offset, iter_ranges, read_ranges
-from .structs import (
-    EARLIEST,
-    LATEST,
-    OffsetAndTimestamp,
-    SubscriptionState,
-    TopicPartition,
-    as_tp,
-)
 
 if TYPE_CHECKING:
     import pyarrow
 
-    from .group import GroupCoordinator, RebalanceListener
-    from .structs import ConsumerGroupMetadata
+    from ..groups.classic import GroupCoordinator, RebalanceListener
+    from ..structs import ConsumerGroupMetadata
 
-__all__ = ["Consumer", "TopicPartition", "OffsetAndTimestamp"]
+__all__ = ["Consumer"]
 
 log = logging.getLogger("kproto.consumer")
 
@@ -140,7 +140,7 @@ class Consumer:
         calls from inside :meth:`poll_batch` around each rebalance (with
         auto-commit, positions are committed before revocation).
         """
-        from .group import GroupCoordinator
+        from ..groups.classic import GroupCoordinator
 
         if not self.config["group_id"]:
             raise ConfigError("subscribe() needs group_id")
@@ -252,7 +252,7 @@ class Consumer:
         return self._require_group_coordinator().group_metadata()
 
     def _require_group_coordinator(self) -> GroupCoordinator:
-        from .group import GroupCoordinator
+        from ..groups.classic import GroupCoordinator
 
         if not self.config["group_id"]:
             raise ConfigError("committed offsets need group_id")

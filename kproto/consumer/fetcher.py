@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import compression, records
-from .columns import RecordColumns
-from .errors import (
+from .. import compression, records
+from ..columns import RecordColumns
+from ..errors import (
     CorruptRecordError,
     ErrorCode,
     KafkaTimeoutError,
@@ -38,10 +38,10 @@ from .errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from .net.blocking import Fields
-from .net.cluster import Cluster
-from .protocol import ApiKey
-from .structs import LATEST, TopicPartition, topic_id_of, topic_of
+from ..net.blocking import Fields
+from ..net.cluster import Cluster
+from ..protocol import ApiKey
+from ..structs import LATEST, TopicPartition, topic_id_of, topic_of
 
 __all__ = ["FetchRequest", "fetch_request", "answer_partitions", "outcome", "watermark",
            "decode_partition", "list_offsets", "check_partitions_exist",

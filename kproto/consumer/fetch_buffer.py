@@ -29,14 +29,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._backend import backend
-from ._pure.rows import record_rows
-from .columns import BinaryColumn, Record, RecordColumns
+from .._backend import backend
+from .._pure.rows import record_rows
+from ..columns import BinaryColumn, Record, RecordColumns
+from ..structs import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow
-
-    from .consumer import TopicPartition
 
 __all__ = ["CompletedFetch", "FetchBuffer", "Collected"]
 

@@ -32,8 +32,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from .config import resolve
-from .errors import (
+from ..config import resolve
+from ..errors import (
     BrokerError,
     ErrorCode,
     KafkaConnectionError,
@@ -42,10 +42,10 @@ from .errors import (
     ProducerFencedError,
     error_for_code,
 )
-from .net.blocking import BrokerConnection
-from .net.cluster import Cluster, backoff_delays
-from .protocol import ApiKey
-from .protocol.requests import TRANSACTION, find_coordinator_fields
+from ..net.blocking import BrokerConnection
+from ..net.cluster import Cluster, backoff_delays
+from ..protocol import ApiKey
+from ..protocol.requests import TRANSACTION, find_coordinator_fields
 
 __all__ = ["PreparedTransaction", "commit_transaction", "abort_transaction",
            "CoordinatorLinks", "TRANSACTION_VERSION_2", "end_txn_version"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from .errors import EncodeError
+from ..errors import EncodeError
 
 __all__ = ["COLUMNS", "check_names", "checked_table"]
 

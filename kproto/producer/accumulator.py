@@ -7,7 +7,7 @@ queued behind whatever the partition collected before them): Java's
 ``RecordAccumulator`` deques. Bytes queued count against ``buffer_memory``;
 ``append`` blocks while it is full, for at most ``max_block_ms``.
 
-It works without a sender; the sender thread (:mod:`kproto.producer_sender`)
+It works without a sender; the sender thread (:mod:`kproto.producer.sender`)
 talks to it through a small interface, as Java's ``Sender`` does:
 
 - ``drain(can_send)``: seal the batches whose linger is over (all, while
@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import compression, records
-from ._backend import backend
-from .errors import IllegalStateError, KafkaTimeoutError
+from .. import compression, records
+from .._backend import backend
+from ..errors import IllegalStateError, KafkaTimeoutError
+from ..records.batch import HEADER_SIZE as BATCH_OVERHEAD
+from ..records.batch import RECORD_OVERHEAD
 from .partitioner import StickyPartitioner
-from .records.batch import HEADER_SIZE as BATCH_OVERHEAD
-from .records.batch import RECORD_OVERHEAD
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "RECORD_OVERHEAD",
            "leaves", "wait_done", "row_sizes", "chunks"]
@@ -49,8 +49,8 @@ __all__ = ["ProducerBatch", "RecordAccumulator", "BATCH_OVERHEAD", "RECORD_OVERH
 _RecordsBuilder = backend.RecordsBuilder
 _deliver = backend.deliver
 if TYPE_CHECKING:       # the twins' fields and signatures are the Cython classes'
-    from ._pure.accum import AccumulatorCore as _AccumulatorCore
-    from ._pure.accum import BatchCore as _BatchCore
+    from .._pure.accum import AccumulatorCore as _AccumulatorCore
+    from .._pure.accum import BatchCore as _BatchCore
 else:
     _AccumulatorCore, _BatchCore = backend.AccumulatorCore, backend.BatchCore
 

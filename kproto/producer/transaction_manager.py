@@ -1,5 +1,5 @@
 """The transactional producer's transaction manager: Java's ``TransactionManager``,
-its transactional half (the idempotence half is :mod:`kproto.producer_state`).
+its transactional half (the idempotence half is :mod:`kproto.producer.idempotence`).
 
 States, as Java's::
 
@@ -45,7 +45,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import (
+from ..errors import (
     AbortableTransactionError,
     BrokerError,
     IllegalStateError,
@@ -54,22 +54,22 @@ from .errors import (
     ProducerFencedError,
     TransactionAbortedError,
 )
-from .net.blocking import BrokerConnection
-from .net.cluster import Cluster
-from .producer_accumulator import RecordAccumulator
-from .producer_state import IdempotenceState
-from .producer_txn_requests import (
+from ..net.blocking import BrokerConnection
+from ..net.cluster import Cluster
+from ..protocol import ApiKey
+from ..structs import ConsumerGroupMetadata, OffsetAndMetadata, as_tp
+from .accumulator import RecordAccumulator
+from .idempotence import IdempotenceState
+from .transaction_requests import (
     _FATAL_TYPES,
     _FENCED,
     TxnRequests,
     TxnResult,
     _Request,
 )
-from .producer_txn_requests import E as E
-from .producer_txn_requests import State as S
-from .producer_txn_requests import State as State
-from .protocol import ApiKey
-from .structs import ConsumerGroupMetadata, OffsetAndMetadata, as_tp
+from .transaction_requests import E as E
+from .transaction_requests import State as S
+from .transaction_requests import State as State
 from .transactions import PRODUCE_V1_MAX, CoordinatorLinks, PreparedTransaction
 
 __all__ = ["TransactionManager", "TxnResult", "State"]

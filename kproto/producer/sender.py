@@ -1,6 +1,6 @@
 """The producer's sender thread: it owns the broker connections.
 
-Each turn it drains the accumulator (:mod:`kproto.producer_accumulator`: the
+Each turn it drains the accumulator (:mod:`kproto.producer.accumulator`: the
 first ready batch of every partition without one in flight), encodes and stamps
 each batch, sends one Produce request per leader carrying every ready
 partition (at most ``max_in_flight_requests_per_connection`` in flight per
@@ -9,7 +9,7 @@ metadata refresh until ``delivery_timeout_ms`` (a retried batch goes first in
 its partition's queue, so retries never reorder records). A batch the broker
 refuses as too large (MESSAGE_TOO_LARGE) is split in halves and re-sent. With
 idempotence it gets a producer id (InitProducerId) and stamps sequence numbers
-(see :mod:`kproto.producer_state`, whose state belongs to this thread).
+(see :mod:`kproto.producer.idempotence`, whose state belongs to this thread).
 
 It also refreshes metadata for the topics the producer's callers wait for, and
 forgets topics idle for ``metadata_max_idle_ms``. Java's ``Sender``.
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from .errors import (
+from ..errors import (
     BrokerError,
     ErrorCode,
     KafkaConnectionError,
@@ -31,14 +31,14 @@ from .errors import (
     KprotoError,
     error_for_code,
 )
-from .net.blocking import BrokerConnection
-from .net.cluster import Cluster
-from .producer_accumulator import ProducerBatch, RecordAccumulator
-from .producer_state import IdempotenceState
-from .producer_txn import TransactionManager
-from .protocol import ApiKey
-from .records.batch import stamp_batch
-from .structs import topic_id_of
+from ..net.blocking import BrokerConnection
+from ..net.cluster import Cluster
+from ..protocol import ApiKey
+from ..records.batch import stamp_batch
+from ..structs import topic_id_of
+from .accumulator import ProducerBatch, RecordAccumulator
+from .idempotence import IdempotenceState
+from .transaction_manager import TransactionManager
 
 __all__ = ["Sender"]
 

@@ -1,0 +1,19 @@
+"""The consumer: Fetch from every leader, records decoded into Arrow columns.
+
+The entry is :class:`~kproto.consumer.consumer.Consumer` (``from kproto import
+Consumer``). What it is built from, one concern a module:
+
+- ``consumer``: the facade: assign / subscribe / seek, ``poll`` and
+  ``poll_batch`` over a long-poll Fetch per leader, offsets and commits (with a
+  group: :mod:`kproto.groups`).
+- ``fetcher``: the one Fetch path every reader shares: requests, answers matched
+  to them, the outcome per partition, decoding, ListOffsets.
+- ``fetch_buffer``: fetched records not yet handed out, and the rule that moves
+  positions (Java's FetchBuffer / FetchCollector).
+- ``reader``: bounded reads (``read_range``, ``iter_range``, Spark's tasks).
+"""
+
+from ..structs import OffsetAndTimestamp, TopicPartition
+from .consumer import Consumer
+
+__all__ = ["Consumer", "TopicPartition", "OffsetAndTimestamp"]
