@@ -133,3 +133,57 @@ def test_no_hand_written_file_over_700_lines() -> None:
             if lines > MAX_LINES:
                 big[rel] = lines
     assert not big, f"files over {MAX_LINES} lines (split them by role): {big}"
+
+
+#: The modules directly under kproto/ and why each is there: leaves the layers
+#: share, the one-module Admin client, the Schema Registry client, the command.
+#: The producer, consumer and group code lives in its package (docs/design.md);
+#: a new top-level module must be added here, and named in docs/design.md.
+TOP_LEVEL = {
+    "__init__": "public names, imported on first use",
+    "__main__": "python -m kproto",
+    "_backend": "picks the hot paths' core: _codec or _pure",
+    "columns": "what the core fills (leaf; kproto.records.columns)",
+    "fetched": "what the core slices into (leaf; kproto.records.fetched)",
+    "compression": "codecs the core calls (leaf; kproto.records.compression)",
+    "config": "settings (leaf)",
+    "errors": "the exception hierarchy (leaf)",
+    "structs": "TopicPartition and the other shared records (leaf)",
+    "admin": "the Admin client: one module, no state of its own beyond a Cluster",
+    "schema_registry": "the Schema Registry client (typed values)",
+    "_registry_http": "its HTTP",
+    "cli": "the kproto command",
+    "cli_args": "its arguments",
+    "bench": "its decode benchmark",
+    "demo": "the README's main job",
+}
+
+
+def test_client_code_lives_in_its_package() -> None:
+    top = {p.stem for p in KPROTO.glob("*.py")}
+    assert top == set(TOP_LEVEL), (
+        f"modules directly under kproto/ not accounted for: {sorted(top - set(TOP_LEVEL))} "
+        "(producer, consumer and group code goes in its package); gone: "
+        f"{sorted(set(TOP_LEVEL) - top)}")
+    design = (ROOT / "docs" / "design.md").read_text()
+    assert not [m for m in TOP_LEVEL if not m.startswith("__") and m not in design]
+    for package in ("producer", "consumer", "groups"):
+        doc = (KPROTO / package / "__init__.py").read_text()
+        assert doc.startswith('"""'), f"kproto/{package}/__init__.py says what it is"
+
+
+def test_only_the_driver_waits_on_sockets() -> None:
+    """Every wait for answers on several connections goes through the I/O driver
+    (kproto/net/driver.py): no other module imports ``selectors`` or ``select``."""
+    import ast
+
+    offenders = []
+    for path in KPROTO.rglob("*.py"):
+        if path == KPROTO / "net" / "driver.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if {"selectors", "select"} & {n.split(".")[0] for n in names}:
+                offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders, f"waits outside the driver: {offenders}"

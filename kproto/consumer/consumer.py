@@ -41,6 +41,7 @@ from ..errors import (
 from ..net.blocking import BrokerConnection
 from ..net.cluster import Cluster
 from ..net.connection import Request, Response
+from ..net.driver import Driver, SelectorDriver, Steps, Wait
 from ..protocol import ApiKey
 from ..structs import (
     EARLIEST,
@@ -103,6 +104,7 @@ class Consumer:
         self._subs = SubscriptionState()     # assignment, positions, paused (structs.py)
         self._fetches: dict[int, _Fetch] = {}
         self._fetch_conns: dict[int, BrokerConnection] = {}
+        self._driver: Driver = SelectorDriver()   # where polls wait (net/driver.py)
         self._read_committed = self.config["isolation_level"] == "read_committed"
         self._group: GroupCoordinator | None = None
         self._closed = False
@@ -280,12 +282,18 @@ class Consumer:
             yield from self.poll(1000)
 
     def _collect(self, timeout_ms: int, max_records: int | None) -> Collected:
-        """The body of every poll, in the Java consumer's order: group duties and
-        the auto-commit of what earlier polls returned; then records already
-        fetched, or new ones waited for until ``timeout_ms``; then, before
-        returning them, the next Fetches (the brokers work while the caller does)."""
+        """The body of every poll: :meth:`_poll_steps` run by the consumer's driver."""
         self._check_open()
-        deadline = time.monotonic() + timeout_ms / 1000
+        return self._driver.run(self._poll_steps(time.monotonic() + timeout_ms / 1000,
+                                                 max_records))
+
+    def _poll_steps(self, deadline: float, max_records: int | None) -> Steps[Collected]:
+        """A poll, in the Java consumer's order: group duties and the auto-commit of
+        what earlier polls returned; then records already fetched, or new ones
+        waited for until ``deadline``; then, before returning them, the next
+        Fetches (the brokers work while the caller does). Waits for Fetch answers
+        are yielded to the driver (net/driver.py); the rest does not wait on a
+        Fetch (group, position and metadata requests are blocking exchanges)."""
         if self._group is not None:
             self._group.poll()
             self._group.maybe_auto_commit()
@@ -297,7 +305,8 @@ class Consumer:
                 self._send_fetches()
                 return got
             self._send_fetches(deadline)
-            self._receive_fetches(deadline)
+            wait = self._fetch_wait(deadline)
+            self._take_fetches((yield wait), wait)
             if len(self._buffer):
                 continue
             if time.monotonic() >= deadline:
@@ -385,6 +394,7 @@ class Consumer:
             for conn in self._fetch_conns.values():
                 conn.close()
             self._fetch_conns.clear()
+            self._driver.close()
             self._cluster.close()
 
     def __enter__(self) -> Consumer:
@@ -563,29 +573,30 @@ class Consumer:
             max_bytes=c["fetch_max_bytes"], read_committed=self._read_committed,
             rack_id=c["client_rack"] or "")
 
-    def _receive_fetches(self, deadline: float) -> None:
-        """Wait until ``deadline`` for Fetch answers; queue what arrived (answers
-        already there are all taken) in the fetch buffer."""
-        import selectors
-
+    def _fetch_wait(self, deadline: float) -> Wait:
+        """What a poll waits for: an answer on a connection with a Fetch in flight,
+        until ``deadline`` (with none in flight, a short pause)."""
         if not self._fetches:
-            time.sleep(max(0.0, min(0.05, deadline - time.monotonic())))
-            return
-        conns: dict[int, BrokerConnection] = {}
-        with selectors.DefaultSelector() as sel:
-            for node in list(self._fetches):
-                try:
-                    conn = self._fetch_connection(node)
-                    sel.register(conn.fileno(), selectors.EVENT_READ, node)
-                    conns[node] = conn
-                except KprotoError:
-                    self._fetches.pop(node, None)
-            timeout = max(0.0, deadline - time.monotonic())
-            ready = [key.data for key, _ in sel.select(timeout)] if conns else []
+            return Wait((), min(deadline, time.monotonic() + 0.05))
+        conns = []
+        for node in list(self._fetches):
+            try:
+                conns.append(self._fetch_connection(node))
+            except KprotoError:
+                self._fetches.pop(node, None)
+        return Wait(conns, deadline)
+
+    def _take_fetches(self, ready: list[BrokerConnection], wait: Wait) -> None:
+        """Queue the Fetch answers of the ``ready`` connections (answers already
+        there are all taken) in the fetch buffer; give up on Fetches unanswered
+        for longer than the request timeout allows."""
         wait_limit = self._cluster.request_timeout + self.config["fetch_max_wait_ms"] / 1000
-        for node in ready:
-            conn = conns[node]
-            fetch = self._fetches[node]
+        node_of = {id(conn): node for node, conn in self._fetch_conns.items()}
+        for conn in ready:
+            node = node_of.get(id(conn), -1)
+            fetch = self._fetches.get(node)
+            if fetch is None:
+                continue                # not a connection of this wait's Fetches
             try:
                 responses = conn.receive(fetch.sent + wait_limit)
             except KprotoError as exc:
@@ -598,9 +609,12 @@ class Consumer:
             del self._fetches[node]
             self._buffer.add(self._handle_fetch(responses[-1], fetch))
         now = time.monotonic()
+        waited = {id(conn) for conn in wait.conns}
         for node, fetch in list(self._fetches.items()):
             if now - fetch.sent > wait_limit:
-                conns[node].close() if node in conns else None
+                timed_out = self._fetch_conns.get(node)
+                if timed_out is not None and id(timed_out) in waited:
+                    timed_out.close()
                 del self._fetches[node]
                 self._fetch_failed(node, fetch.offsets)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import operator
 import queue
-import selectors
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping
@@ -33,6 +32,7 @@ from ..errors import (
 )
 from ..net.blocking import BrokerConnection
 from ..net.cluster import Cluster
+from ..net.driver import Driver, SelectorDriver
 from ..protocol import ApiKey
 from ..structs import EARLIEST, LATEST, TopicPartition
 from .fetcher import (
@@ -298,6 +298,7 @@ class _Fetcher:
         self.headers = headers
         # one Fetch in flight per (leader, lane); lanes are extra connections to the leader
         self.lanes: dict[tuple[int, int], BrokerConnection] = {}
+        self.driver: Driver = SelectorDriver()     # where the lanes' answers are waited for
         self.aborted = False
         # the last thing that kept each partition from moving on (for a timeout's message)
         self.stalled: dict[TopicPartition, str] = {}
@@ -316,6 +317,7 @@ class _Fetcher:
         for conn in self.lanes.values():
             conn.close()
         self.lanes.clear()
+        self.driver.close()
 
     def prepare(self, ranges: Mapping[Any, tuple[int, int]]) -> list[_Range]:
         """The non-empty ranges, once their topics are known and their partitions exist."""
@@ -443,19 +445,19 @@ class _Fetcher:
         none: e.g. an answer past receive_message_max_bytes)]."""
         lanes, cluster = self.lanes, self.cluster
         out: list[tuple[tuple[int, int], Any]] = []
-        with selectors.DefaultSelector() as sel:
-            for lane in in_flight:
-                conn = lanes[lane]
-                if conn.connected:
-                    sel.register(conn.fileno(), selectors.EVENT_READ, lane)
-                else:
-                    out.append((lane, "connection closed"))
-            if out:
-                return out
-            oldest = min(s.at for s in in_flight.values())
-            events = sel.select(max(0.0, oldest + limit - time.monotonic()))
-        for key, _ in events:
-            lane = key.data
+        waiting: dict[int, tuple[int, int]] = {}
+        for lane in in_flight:
+            conn = lanes[lane]
+            if conn.connected:
+                waiting[id(conn)] = lane
+            else:
+                out.append((lane, "connection closed"))
+        if out:
+            return out
+        oldest = min(s.at for s in in_flight.values())
+        ready = self.driver.wait([lanes[lane] for lane in waiting.values()], oldest + limit)
+        for conn in ready:
+            lane = waiting[id(conn)]
             try:
                 got = lanes[lane].receive(in_flight[lane].at + limit)
             except KprotoError as exc:

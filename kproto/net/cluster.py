@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import random
-import selectors
 import ssl
 import time
 import uuid
@@ -41,6 +40,7 @@ from ..protocol import ApiKey
 from ..protocol.requests import find_coordinator_fields
 from .blocking import BrokerConnection, Fields, SaslMechanism
 from .connection import Response
+from .driver import SelectorDriver
 
 log = logging.getLogger("kproto.cluster")
 
@@ -501,23 +501,20 @@ class Cluster:
                 results: dict[int, list[Response] | Exception], deadline: float) -> None:
         """Read answers on several connections until each has ``count`` of them
         (``pending``: node -> (connection, count)); fills ``results`` in place."""
-        with selectors.DefaultSelector() as selector:
-            for node, (conn, count) in pending.items():
-                if count:
-                    selector.register(conn.fileno(), selectors.EVENT_READ, node)
-            waiting = {node for node, (_, count) in pending.items() if count}
+        waiting = {node: conn for node, (conn, count) in pending.items() if count}
+        with SelectorDriver() as driver:
             while waiting:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if deadline <= time.monotonic():
                     for node in waiting:
                         pending[node][0].close()
                         results[node] = KafkaTimeoutError(
                             f"broker {node} did not answer within the request timeout")
                     self._stale = True
                     return
-                for key, _ in selector.select(remaining):
-                    node = key.data
-                    conn, count = pending[node]
+                node_of = {id(conn): node for node, conn in waiting.items()}
+                for conn in driver.wait(list(waiting.values()), deadline):
+                    node = node_of[id(conn)]
+                    count = pending[node][1]
                     got = results[node]
                     assert isinstance(got, list)
                     try:
@@ -528,8 +525,7 @@ class Cluster:
                         got = []
                         count = 0
                     if len(got) >= count:
-                        selector.unregister(key.fileobj)
-                        waiting.discard(node)
+                        del waiting[node]
 
     def call(self, fn: Callable[[], T], what: str, *, timeout: float | None = None) -> T:
         """Run ``fn`` again (after a metadata refresh where the error says so) while

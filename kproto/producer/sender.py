@@ -33,6 +33,7 @@ from ..errors import (
 )
 from ..net.blocking import BrokerConnection
 from ..net.cluster import Cluster
+from ..net.driver import Driver, SelectorDriver
 from ..protocol import ApiKey
 from ..records.batch import stamp_batch
 from ..structs import topic_id_of
@@ -82,8 +83,7 @@ class Sender:
         self._done = False
         self._pid_retry_at = 0.0
         self._had_producer_id = False
-        self._selector: Any = None
-        self._watched: dict[int, tuple[int, int]] = {}
+        self._driver: Driver = SelectorDriver()     # where the thread waits for answers
         self._thread = threading.Thread(target=self._run, name="kproto-producer", daemon=True)
 
     # ------------------------------------------------------------------ the producer's side
@@ -148,8 +148,7 @@ class Sender:
             if self._txn is not None:
                 self._txn.fail_pending(fatal)
         finally:
-            if self._selector is not None:
-                self._selector.close()
+            self._driver.close()
             if self._txn is not None:
                 self._txn.close_links()
             with self._cond:
@@ -331,7 +330,7 @@ class Sender:
             timeout = min(0.05, self._idle_wait())
             if self._acc.has_sendable(self._can_send):
                 timeout = 0.0
-        for conn in self._select(conns, timeout):
+        for conn in self._driver.wait(conns, time.monotonic() + timeout):
             try:
                 responses = conn.receive(time.monotonic() + self._cluster.request_timeout)
             except KprotoError as exc:      # the connection closed itself
@@ -371,23 +370,6 @@ class Sender:
         for conn in list(self._conns):
             self._retry_lost(conn, KafkaConnectionError(
                 f"the connection to {conn.address} closed with a Produce request in flight"))
-
-    def _select(self, conns: list[BrokerConnection], timeout: float) -> list[BrokerConnection]:
-        """The connections of ``conns`` readable within ``timeout``, on one selector
-        kept across calls and re-registered when a connection changes (a reconnect
-        may reuse the fd number of a closed socket, which the kernel has already
-        dropped from the selector)."""
-        import selectors
-
-        watched = {id(c): (c.fileno(), c.opened) for c in conns}
-        if self._selector is None or watched != self._watched:
-            if self._selector is not None:
-                self._selector.close()
-            self._selector = selectors.DefaultSelector()
-            for c in conns:
-                self._selector.register(c.fileno(), selectors.EVENT_READ, c)
-            self._watched = watched
-        return [key.data for key, _ in self._selector.select(timeout)]
 
     # ------------------------------------------------------------------ outcomes
 
