@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/refactor/client_paths.py TREE [RECORDS]
 
-TREE is a kproto checkout with its extension built; prints send_batch,
-poll_batch and read_range throughput (M records/s) as JSON.
+TREE is a kproto checkout with its extension built; prints the throughput (M
+records/s) of send_batch, send (one call a record), poll_batch, poll (Records,
+touching key, value and offset) and read_range as JSON.
 """
 
 from __future__ import annotations
@@ -25,11 +26,19 @@ def main(tree: str, n: int) -> dict[str, float]:
     out: dict[str, float] = {}
     with TansuBroker() as broker:
         with Admin(bootstrap_servers=broker.bootstrap) as admin:
-            admin.create_topics({"t": 4})
+            admin.create_topics({"t": 4, "s": 4})
         with Producer(bootstrap_servers=broker.bootstrap, compression_type="lz4") as producer:
             start = time.perf_counter()
             producer.send_batch("t", table).result(300)
             out["send_batch"] = n / (time.perf_counter() - start) / 1e6
+        keys, values = table.column("key").to_pylist(), table.column("value").to_pylist()
+        with Producer(bootstrap_servers=broker.bootstrap, compression_type="lz4") as producer:
+            start = time.perf_counter()
+            send = producer.send
+            for key, value in zip(keys, values, strict=True):
+                send("s", value, key=key)
+            producer.flush(300)
+            out["send"] = n / (time.perf_counter() - start) / 1e6
         with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
                       fetch_max_wait_ms=50) as consumer:
             consumer.assign([("t", p) for p in range(4)])
@@ -37,6 +46,17 @@ def main(tree: str, n: int) -> dict[str, float]:
             while got < n:
                 got += consumer.poll_batch(1000).num_rows
             out["poll_batch"] = n / (time.perf_counter() - start) / 1e6
+        with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                      fetch_max_wait_ms=50) as consumer:
+            consumer.assign([("t", p) for p in range(4)])
+            got, touched, start = 0, 0, time.perf_counter()
+            while got < n:
+                for record in consumer.poll(1000):
+                    touched += len(record.key) + len(record.value) + record.offset
+                    got += 1
+            out["poll"] = n / (time.perf_counter() - start) / 1e6
+        with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                      fetch_max_wait_ms=50) as consumer:
             ends = consumer.end_offsets([("t", p) for p in range(4)])
             start = time.perf_counter()
             rows = consumer.read_range("t", {tp.partition: (0, e) for tp, e in ends.items()})
