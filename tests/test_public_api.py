@@ -129,6 +129,7 @@ ADDED: dict[str, list[str]] = {
     "kproto.producer": ["PreparedTransaction", "commit_transaction", "abort_transaction"],
     "kproto.groups": ["GroupCoordinator", "RebalanceListener", "CommitFailedError"],
     "kproto.net.driver": ["Wait", "Steps", "Driver", "SelectorDriver"],
+    "kproto.consumer.fetches": ["Fetches"],
 }
 
 

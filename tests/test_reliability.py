@@ -1088,7 +1088,8 @@ def test_clients_verify_tls_certificates_and_host_names_by_default(
             c.assign([("t", 0)])
             seen = Seen(seq_is_offset=True)
             poll_until(c, seen, 20, 20)
-            assert all(conn._sock.version() for conn in c._fetch_conns.values())
+            fetch_conns = c._fetches.connections
+            assert fetch_conns and all(conn._sock.version() for conn in fetch_conns)
     finally:
         tls.stop()
         broker.stop()

@@ -6,6 +6,8 @@ Consumer``). What it is built from, one concern a module:
 - ``consumer``: the facade: assign / subscribe / seek, ``poll`` and
   ``poll_batch`` over a long-poll Fetch per leader, offsets and commits (with a
   group: :mod:`kproto.groups`).
+- ``fetches``: the consumer's Fetches in flight, one long-poll Fetch per leader,
+  their answers queued in the fetch buffer.
 - ``fetcher``: the one Fetch path every reader shares: requests, answers matched
   to them, the outcome per partition, decoding, ListOffsets.
 - ``fetch_buffer``: fetched records not yet handed out, and the rule that moves

@@ -26,43 +26,22 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..columns import Record, RecordColumns
 from ..config import resolve
 from ..errors import (
     ConfigError,
     IllegalStateError,
-    KafkaConnectionError,
-    KprotoError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from ..net.blocking import BrokerConnection
 from ..net.cluster import Cluster
-from ..net.connection import Request, Response
-from ..net.driver import Driver, SelectorDriver, Steps, Wait
-from ..protocol import ApiKey
-from ..structs import (
-    EARLIEST,
-    LATEST,
-    OffsetAndTimestamp,
-    SubscriptionState,
-    TopicPartition,
-    as_tp,
-)
-from .fetch_buffer import Collected, CompletedFetch, FetchBuffer
-from .fetcher import (
-    OUT_OF_RANGE,
-    RECORDS,
-    RETRY,
-    FetchRequest,
-    answer_partitions,
-    decode_partition,
-    fetch_request,
-    list_offsets,
-    outcome,
-)
+from ..net.driver import Driver, SelectorDriver, Steps
+from ..structs import EARLIEST, LATEST, OffsetAndTimestamp, SubscriptionState, TopicPartition, as_tp
+from .fetch_buffer import Collected, FetchBuffer
+from .fetcher import list_offsets
+from .fetches import Fetches
 from .reader import EARLIEST_NAME, LATEST_NAME, Bound, bound_offset, iter_ranges, read_ranges
 
 if TYPE_CHECKING:
@@ -78,17 +57,6 @@ log = logging.getLogger("kproto.consumer")
 _tp = as_tp
 
 
-class _Fetch(NamedTuple):
-    request: Request
-    asked: FetchRequest                     # fetch offsets, topic ids named
-    sent: float
-    node: int                               # the broker it went to
-
-    @property
-    def offsets(self) -> dict[TopicPartition, int]:
-        return self.asked.offsets
-
-
 class Consumer:
     """A Kafka consumer; see the module docstring.
 
@@ -102,15 +70,13 @@ class Consumer:
         self.config = resolve("consumer", config, **settings)
         self._cluster = Cluster(self.config)
         self._subs = SubscriptionState()     # assignment, positions, paused (structs.py)
-        self._fetches: dict[int, _Fetch] = {}
-        self._fetch_conns: dict[int, BrokerConnection] = {}
         self._driver: Driver = SelectorDriver()   # where polls wait (net/driver.py)
-        self._read_committed = self.config["isolation_level"] == "read_committed"
         self._group: GroupCoordinator | None = None
         self._closed = False
         self._buffer = FetchBuffer()        # fetched, not yet handed out (fetch_buffer.py)
-        # KIP-392: the replica a leader told us to fetch a partition from, until when
-        self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
+        # the Fetches in flight, one per leader, answers into the buffer (fetches.py)
+        self._fetches = Fetches(self._cluster, self.config, self._subs, self._buffer,
+                                self._reset, self._list_offsets)
 
     # ------------------------------------------------------------------ assignment
 
@@ -302,11 +268,11 @@ class Consumer:
             got = self._buffer.collect(self._subs.positions, self._subs.is_readable,
                                       max_records)
             if got.pieces:
-                self._send_fetches()
+                self._fetches.send()
                 return got
-            self._send_fetches(deadline)
-            wait = self._fetch_wait(deadline)
-            self._take_fetches((yield wait), wait)
+            self._fetches.send(deadline)
+            wait = self._fetches.wait(deadline)
+            self._fetches.take((yield wait), wait)
             if len(self._buffer):
                 continue
             if time.monotonic() >= deadline:
@@ -391,9 +357,7 @@ class Consumer:
         finally:
             self._group = None
             self._closed = True
-            for conn in self._fetch_conns.values():
-                conn.close()
-            self._fetch_conns.clear()
+            self._fetches.close()
             self._driver.close()
             self._cluster.close()
 
@@ -471,228 +435,3 @@ class Consumer:
         Topics are created only per ``allow_auto_create_topics`` (or
         ``auto_create``)."""
         return list_offsets(self._cluster, self.config, wanted, auto_create=auto_create)
-
-    def _send_fetches(self, deadline: float | None = None) -> None:
-        """Send a Fetch to every leader that has none in flight (refreshing stale
-        metadata first, for at most until ``deadline``)."""
-        # Not a partition already in a Fetch (its next offset is not known yet). A
-        # partition whose fetched records wait in the buffer is fetched once ahead,
-        # from where they end (librdkafka prefetches so too; Java waits until they
-        # are handed out): a Fetch of only the partitions that were drained would be
-        # held by the broker for fetch_max_wait_ms when they are at the log end, with
-        # the others' next records behind it.
-        in_flight: set[TopicPartition] = set()
-        for fetch in self._fetches.values():
-            in_flight.update(fetch.offsets)
-        buffered = self._buffer.fetch_offsets(self._subs.positions)
-        offsets: dict[TopicPartition, int] = {}
-        for tp in self._subs.assignment:
-            if tp in self._subs.paused or tp in in_flight:
-                continue
-            offset, waiting = buffered.get(tp, (self._subs.positions.get(tp), 0))
-            if offset is not None and waiting <= 1:
-                offsets[tp] = offset
-        fetchable = list(offsets)
-        if not fetchable:
-            return
-        if self._cluster.needs_refresh:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                self._cluster.refresh_metadata(timeout=left)
-            except KprotoError as exc:
-                log.debug("metadata refresh failed: %s", exc)
-        by_node, orphans = self._cluster.leaders(fetchable)
-        if orphans:
-            self._cluster.mark_stale()
-        if self._read_replicas:
-            by_node = self._route_to_read_replicas(by_node)
-        for node, tps in by_node.items():
-            if node in self._fetches:
-                continue
-            asked = self._fetch_request({TopicPartition(*tp): offsets[TopicPartition(*tp)]
-                                         for tp in tps})
-            try:
-                conn = self._fetch_connection(node)
-                req = conn.send(ApiKey.FETCH, asked.fields, raw=True)
-            except KprotoError as exc:
-                log.debug("fetch to broker %d failed: %s", node, exc)
-                self._fetch_failed(node, asked.offsets)
-                continue
-            self._fetches[node] = _Fetch(req, asked, time.monotonic(), node)
-
-    def _route_to_read_replicas(self, by_leader: dict[int, list[tuple[str, int]]]
-                                ) -> dict[int, list[tuple[str, int]]]:
-        """Move partitions to the replica their leader prefers (KIP-392) while that
-        choice is fresh and the replica is online (Java's ``selectReadReplica``)."""
-        now = time.monotonic()
-        meta = self._cluster.metadata
-        out: dict[int, list[tuple[str, int]]] = {}
-        for leader, tps in by_leader.items():
-            for tp in tps:
-                node = leader
-                chosen = self._read_replicas.get(TopicPartition(*tp))
-                if chosen is not None:
-                    replica, until = chosen
-                    info = meta.topics.get(tp[0])
-                    part = info.partitions.get(tp[1]) if info is not None else None
-                    if now < until and replica in meta.brokers and part is not None \
-                            and replica not in part.offline_replicas:
-                        node = replica
-                    else:
-                        del self._read_replicas[TopicPartition(*tp)]
-                out.setdefault(node, []).append(tp)
-        return out
-
-    def _fetch_failed(self, node: int, tps: Iterable[TopicPartition]) -> None:
-        """A Fetch to ``node`` was not answered: its partitions go back to their
-        leaders (a read replica is not tried again) and metadata is refreshed."""
-        for tp in tps:
-            self._read_replicas.pop(tp, None)
-        self._cluster.mark_stale()
-
-    def _fetch_connection(self, node: int) -> BrokerConnection:
-        """The connection Fetches to ``node`` go on: separate from the cluster's, so
-        a long-polling Fetch never delays a metadata, offset or commit request."""
-        conn = self._fetch_conns.get(node)
-        if conn is None or not conn.connected:
-            broker = self._cluster.metadata.brokers.get(node)
-            if broker is None:
-                raise KafkaConnectionError(f"broker {node} is not in the metadata")
-            conn = self._fetch_conns[node] = self._cluster.new_connection(
-                broker.address, timeout=self._cluster.request_timeout
-                + self.config["fetch_max_wait_ms"] / 1000)
-        return conn.connect()
-
-    def _fetch_request(self, offsets: dict[TopicPartition, int]) -> FetchRequest:
-        """A Fetch of each partition from its offset, with the consumer's settings."""
-        c = self.config
-        return fetch_request(
-            offsets,
-            self._cluster.metadata, partition_bytes=c["max_partition_fetch_bytes"],
-            max_wait_ms=c["fetch_max_wait_ms"], min_bytes=c["fetch_min_bytes"],
-            max_bytes=c["fetch_max_bytes"], read_committed=self._read_committed,
-            rack_id=c["client_rack"] or "")
-
-    def _fetch_wait(self, deadline: float) -> Wait:
-        """What a poll waits for: an answer on a connection with a Fetch in flight,
-        until ``deadline`` (with none in flight, a short pause)."""
-        if not self._fetches:
-            return Wait((), min(deadline, time.monotonic() + 0.05))
-        conns = []
-        for node in list(self._fetches):
-            try:
-                conns.append(self._fetch_connection(node))
-            except KprotoError:
-                self._fetches.pop(node, None)
-        return Wait(conns, deadline)
-
-    def _take_fetches(self, ready: list[BrokerConnection], wait: Wait) -> None:
-        """Queue the Fetch answers of the ``ready`` connections (answers already
-        there are all taken) in the fetch buffer; give up on Fetches unanswered
-        for longer than the request timeout allows."""
-        wait_limit = self._cluster.request_timeout + self.config["fetch_max_wait_ms"] / 1000
-        node_of = {id(conn): node for node, conn in self._fetch_conns.items()}
-        for conn in ready:
-            node = node_of.get(id(conn), -1)
-            fetch = self._fetches.get(node)
-            if fetch is None:
-                continue                # not a connection of this wait's Fetches
-            try:
-                responses = conn.receive(fetch.sent + wait_limit)
-            except KprotoError as exc:
-                log.debug("fetch from broker %d failed: %s", node, exc)
-                self._fetches.pop(node, None)
-                self._fetch_failed(node, fetch.offsets)
-                continue
-            if not responses:
-                continue
-            del self._fetches[node]
-            self._buffer.add(self._handle_fetch(responses[-1], fetch))
-        now = time.monotonic()
-        waited = {id(conn) for conn in wait.conns}
-        for node, fetch in list(self._fetches.items()):
-            if now - fetch.sent > wait_limit:
-                timed_out = self._fetch_conns.get(node)
-                if timed_out is not None and id(timed_out) in waited:
-                    timed_out.close()
-                del self._fetches[node]
-                self._fetch_failed(node, fetch.offsets)
-
-    def _handle_fetch(self, resp: Response, fetch: _Fetch) -> list[CompletedFetch]:
-        """A Fetch answer as one completed fetch per partition that is still read
-        from where it was fetched (others changed position since: the answer is
-        stale for them). An error - of the whole answer or of one partition - is
-        queued in place of the records, to be raised after those before it."""
-        try:
-            parts, strays = answer_partitions(resp, fetch.asked)
-        except KprotoError as exc:
-            return [CompletedFetch(None, -1, error=exc)]
-        if strays:
-            log.debug("the Fetch answer from broker %d names what its request did not "
-                      "(ignored): %s", fetch.node, ", ".join(strays))
-            self._cluster.mark_stale()
-        out = []
-        buffered = self._buffer.fetch_offsets(self._subs.positions)
-        for tp, p in parts:
-            asked = fetch.offsets[tp]
-            position = self._subs.positions.get(tp)
-            if buffered.get(tp, (position,))[0] != asked:
-                continue                # moved since (seek, reset, unassigned)
-            if asked != position and (outcome(tp, p) != RECORDS
-                                      or 0 <= p.high_watermark < asked):
-                continue                # fetched ahead: handled when it is the position
-            try:
-                done = self._completed(tp, asked, p, fetch.node)
-            except KprotoError as exc:
-                done = CompletedFetch(tp, asked, error=exc)
-            if done is not None:
-                out.append(done)
-        return out
-
-    def _completed(self, tp: TopicPartition, asked: int, p: Any, node: int
-                   ) -> CompletedFetch | None:
-        """One partition of a Fetch answer from broker ``node``, fetched from
-        ``asked``: its records, None (nothing to hand out; fetch it again), or an
-        exception raised."""
-        from_replica = self._read_replicas.get(tp, (-1, 0.0))[0] == node
-        if p.error_code and from_replica:
-            # (Java: any error from a read replica - out of range included, as the
-            # replica may lag - sends the partition back to its leader first)
-            del self._read_replicas[tp]
-            self._cluster.mark_stale()
-            return None
-        if p.preferred_read_replica >= 0 and p.preferred_read_replica != node:
-            self._read_replicas[tp] = (p.preferred_read_replica, time.monotonic()
-                                       + self.config["metadata_max_age_ms"] / 1000)
-        what = outcome(tp, p)
-        if what == OUT_OF_RANGE or (what == RECORDS and 0 <= p.high_watermark < asked):
-            # (Tansu answers a position past the log end with no error; Kafka with
-            # OFFSET_OUT_OF_RANGE: both mean the log no longer has that position)
-            if self._really_out_of_range(tp, asked):
-                self._reset([tp], OffsetOutOfRangeError(
-                    "fetch offset out of range", topic=tp.topic, partition=tp.partition,
-                    offset=asked))
-            return None
-        if what == RETRY:
-            self._cluster.mark_stale()
-            return None
-        if p.records is None:
-            return None
-        cols = decode_partition(tp, p, asked, read_committed=self._read_committed,
-                                check_crc=self.config["check_crcs"],
-                                max_decompressed=self.config["max_decompressed_bytes"])
-        if not len(cols) and cols.next_offset <= asked:
-            return None
-        return CompletedFetch(tp, asked, cols, cols.next_offset)
-
-    def _really_out_of_range(self, tp: TopicPartition, asked: int) -> bool:
-        """Whether ``asked`` is outside the log of ``tp``, asked again: a Fetch answer's
-        error code and high watermark are not covered by any checksum, and resetting
-        the position on a damaged one would deliver records twice (or skip some)."""
-        try:
-            (start, _), = self._list_offsets({tp: EARLIEST}).values()
-            (end, _), = self._list_offsets({tp: LATEST}).values()
-        except KprotoError as exc:
-            log.debug("cannot confirm that %s offset %d is out of range: %s", tp, asked, exc)
-            return False
-        return not start <= asked <= end
