@@ -10,6 +10,7 @@ free while they wait.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import sys
 import threading
@@ -94,6 +95,51 @@ def test_a_connection_reopened_under_its_old_descriptor_number_is_watched(pairs)
         conn.reopen(b)
         b_peer.send(b"x")
         assert driver.wait([conn], time.monotonic() + 2) == [conn]
+
+
+def _closed_but_held(conn: _Conn, peer: socket.socket) -> int:
+    """Close ``conn``'s socket while a copy of it stays open, as in a child the
+    process forked (its peer gone: readable for ever); returns the copy."""
+    held = os.dup(conn.fileno())
+    conn.sock.close()
+    peer.close()
+    return held
+
+
+@pytest.mark.parametrize("same_number", [True, False], ids=["reused-number", "new-number"])
+def test_a_closed_socket_held_open_elsewhere_never_wakes_a_wait(pairs, same_number) -> None:
+    """A socket closed while another process still holds it (a fork) stays in the
+    selector: the kernel drops a registration only when the socket itself goes,
+    and unregistering by its number no longer reaches it. Its events must not
+    make the next connection on that number look readable (the caller would
+    then block reading it), nor end waits at once with nothing (a busy loop)."""
+    a, a_peer = socket.socketpair()
+    conn = _Conn(a)
+    held = -1
+    try:
+        with SelectorDriver() as driver:
+            assert driver.wait([conn], time.monotonic() + 0.01) == []     # registered
+            fd = a.fileno()
+            if same_number:
+                held = _closed_but_held(conn, a_peer)
+                b, _ = _pair(pairs)
+                if b.fileno() != fd:
+                    b = pairs[-1][1]
+                assert b.fileno() == fd, "the new pair did not reuse the descriptor number"
+                conn.reopen(b)
+                watched = conn
+            else:
+                b, _ = _pair(pairs)
+                held = _closed_but_held(conn, a_peer)
+                watched = _Conn(b)
+            for _ in range(2):
+                start = time.monotonic()
+                assert driver.wait([watched], start + 0.2) == []
+                assert time.monotonic() - start >= 0.19
+    finally:
+        if held >= 0:
+            os.close(held)
+        a_peer.close()
 
 
 def test_run_drives_steps_and_returns_what_they_return(pairs) -> None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, TypeVar
 
+from ..errors import KafkaConnectionError
 from .blocking import BrokerConnection
 
 __all__ = ["Wait", "Steps", "Driver", "SelectorDriver"]
@@ -83,10 +84,12 @@ class Driver(Protocol):
 class SelectorDriver:
     """The blocking driver: waits on the calling thread with one selector, kept
     across waits (a client waits on much the same connections every time) and
-    brought up to date with the connections of each wait. A connection that
-    reconnected is registered again, also when its new socket got the old one's
-    file descriptor number (the kernel dropped the old registration when it
-    closed). Not for two threads at once: each waiting thread has its own.
+    brought up to date with the connections of each wait. A socket closed since
+    it was registered (its connection closed or reconnected) costs a new
+    selector: the kernel keeps the old registration while any process still
+    holds that socket (a child forked since), out of reach of an unregister by
+    its number, and its events would wake the next socket on that number. Not
+    for two threads at once: each waiting thread has its own.
 
     >>> with SelectorDriver() as driver:                    # doctest: +SKIP
     ...     ready = driver.wait([conn_a, conn_b], time.monotonic() + 1.0)
@@ -116,10 +119,18 @@ class SelectorDriver:
 
     def _watch(self, conns: Sequence[BrokerConnection]) -> selectors.BaseSelector:
         """The selector, registered for exactly ``conns``."""
+        wanted = {conn.fileno(): conn for conn in conns}
+        if self._selector is not None and not all(
+                _same_socket(key) for key in self._selector.get_map().values()):
+            # A socket closed since it was registered. The kernel drops it from the
+            # selector only when no process holds it any more (a child forked since
+            # may), and unregistering by its number cannot reach it then: its events
+            # would wake the next socket on that number, or every wait with nothing.
+            # A new selector holds none of them.
+            self.close()
         if self._selector is None:
             self._selector = selectors.DefaultSelector()
         selector = self._selector
-        wanted = {conn.fileno(): conn for conn in conns}
         registered = selector.get_map()
         for key in list(registered.values()):
             conn = wanted.get(key.fd)
@@ -141,3 +152,14 @@ class SelectorDriver:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _same_socket(key: selectors.SelectorKey) -> bool:
+    """Whether the socket registered under ``key`` is still its connection's."""
+    conn, opened = key.data
+    if conn.opened != opened:
+        return False
+    try:
+        return bool(conn.fileno() == key.fd)
+    except KafkaConnectionError:        # closed
+        return False
