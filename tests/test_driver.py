@@ -292,3 +292,23 @@ def test_the_consumers_poll_steps_run_under_an_asyncio_driver(broker, unique_top
     assert [r.value for r in records] == [b"%03d" % i for i in range(50)]
     assert [r.offset for r in records] == list(range(50))
     assert ticks >= 20, f"the event loop ran only {ticks} ticks while the poll waited"
+
+
+# ---------------------------------------------------------------- the packages (issue 28)
+
+
+def test_a_bounded_read_does_not_import_the_consumer() -> None:
+    """kproto.consumer.reader is what a Spark task imports: the package it moved
+    into (kproto/consumer/) must not load the consumer's facade and its fetch
+    buffer (which brings the pure-Python twins) with it: kproto.reader did not."""
+    import subprocess
+
+    code = ("import sys, kproto.spark, kproto.consumer.reader; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('kproto'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    assert "kproto.consumer.reader" in out
+    assert not {"kproto.consumer.consumer", "kproto.consumer.fetch_buffer"} & set(out)
+    # Consumer: still there, on first use
+    import kproto.consumer
+    assert kproto.consumer.Consumer.__module__ == "kproto.consumer.consumer"

@@ -15,7 +15,22 @@ Consumer``). What it is built from, one concern a module:
 - ``reader``: bounded reads (``read_range``, ``iter_range``, Spark's tasks).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ..structs import OffsetAndTimestamp, TopicPartition
-from .consumer import Consumer
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
 
 __all__ = ["Consumer", "TopicPartition", "OffsetAndTimestamp"]
+
+
+def __getattr__(name: str) -> Any:
+    # Consumer on first use, as in kproto/__init__.py: a bounded read (``reader``,
+    # what a Spark task imports) does not load the facade and its fetch buffer
+    if name != "Consumer":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .consumer import Consumer
+
+    globals()["Consumer"] = Consumer
+    return Consumer
