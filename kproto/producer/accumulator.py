@@ -79,7 +79,7 @@ class ProducerBatch(_BatchCore):
         #: the Arrow rows of a send_batch() batch (to split it)
         self.table: Any = None
         self.count = 0
-        #: idempotence: base sequence, producer id and epoch (see producer_state)
+        #: idempotence: base sequence, producer id and epoch (see idempotence.py)
         self.sequence = -1
         self.producer_id = -1
         self.producer_epoch = -1
@@ -340,7 +340,7 @@ class RecordAccumulator(_AccumulatorCore):
               ) -> list[ProducerBatch]:
         """*locked*: seal lingering batches, and take the first ready batch of every
         partition without one in flight (whose backoff has passed, and that
-        ``can_send`` lets go: idempotence, see producer_state); their partitions
+        ``can_send`` lets go: idempotence, see idempotence.py); their partitions
         stay muted until the batch is reenqueued or deallocated."""
         now = time.monotonic()
         flushing = self.flushing or self.closing

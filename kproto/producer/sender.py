@@ -277,7 +277,7 @@ class Sender:
 
     def _prepare(self, b: ProducerBatch) -> None:
         """Encode a batch once, and stamp its producer id, epoch and sequence (given
-        on its first try, changed only by producer_state when it resets them)."""
+        on its first try, changed only by idempotence.py when it resets them)."""
         self._acc.encode(b)
         if self._idem is not None:
             if b.sequence < 0:
@@ -460,7 +460,7 @@ class Sender:
 
     def _init_producer_id(self) -> None:
         """Get a producer id (InitProducerId): the first, or a new one after a
-        sequence gap (see producer_state). The first must come within
+        sequence gap (see idempotence.py). The first must come within
         max_block_ms, else the producer fails; later ones are tried again after
         a backoff while the broker is unreachable (records expire meanwhile)."""
         def attempt() -> dict[str, Any]:
