@@ -365,3 +365,17 @@ def test_an_answer_about_a_deleted_topic_is_not_called_damage(broker, unique_top
             assert c.poll(200) == []
         c.assign([TopicPartition(kept, 0)])
         assert _offsets(_poll_until(c, 3)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1, "100", None])
+def test_a_poll_timeout_that_is_not_a_duration_is_refused(timeout) -> None:
+    """(nan made a poll loop for ever, inf raised OverflowError from deep inside)"""
+    from kproto.errors import ConfigError
+
+    with Consumer(bootstrap_servers="127.0.0.1:9", auto_offset_reset="earliest") as c:
+        start = time.monotonic()
+        with pytest.raises(ConfigError, match="poll timeout_ms must be a number"):
+            c.poll(timeout)
+        with pytest.raises(ConfigError, match="poll timeout_ms"):
+            c.poll_batch(timeout)
+        assert time.monotonic() - start < 1
