@@ -135,6 +135,14 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
         ("ssl_check_hostname", True, _bool, "check the broker's name against its certificate"),
         ("ssl_verify", True, _bool, "verify the broker's certificate chain (off: no checks)"),
         ("ssl_ciphers", None, _opt_str, "OpenSSL cipher string"),
+        # a JAAS login module line (kproto/net/jaas.py), and what it can carry for Kerberos
+        ("sasl_jaas_config", None, _opt_str,
+         "Java's JAAS line, e.g. '...PlainLoginModule required username=\"u\" "
+         "password=\"p\";': credentials for PLAIN, SCRAM, OAUTHBEARER (never logged)"),
+        ("sasl_kerberos_service_name", None, _opt_str,
+         "Kerberos service name of the brokers (GSSAPI is not implemented yet)"),
+        ("sasl_kerberos_principal", None, _opt_str, "Kerberos client principal (GSSAPI: not yet)"),
+        ("sasl_kerberos_keytab", None, _opt_str, "Kerberos keytab file (GSSAPI: not yet)"),
         ("sasl_mechanism", None, _opt_str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
         ("sasl_plain_username", None, _opt_str, "SASL user name"),
         ("sasl_plain_password", None, _opt_str, "SASL password (never logged)"),

@@ -178,7 +178,8 @@ class Cluster:
         self.sasl: SaslMechanism | None = None
         if settings.get("security_protocol", "PLAINTEXT") != "PLAINTEXT" or any(
                 settings.get(k) for k in ("ssl_context", "ssl_cafile", "ssl_certfile",
-                                          "ssl_keyfile", "sasl_mechanism")):
+                                          "ssl_keyfile", "sasl_mechanism",
+                                          "sasl_jaas_config")):
             from .security import sasl_from_config, ssl_context_from_config
 
             self.ssl_context = ssl_context_from_config(self.settings)

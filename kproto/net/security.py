@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, SaslAuthenticationFailedError
+from .jaas import merge_jaas
 
 __all__ = [
     "SECURITY_PROTOCOLS",
@@ -213,6 +214,7 @@ def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | None:
     """
     c = _normalize(cfg)
     proto = _protocol(c)
+    c = merge_jaas(c)           # what sasl_jaas_config gives (kproto/net/jaas.py)
     raw = c.get("sasl_mechanism")
     mechanism = str(raw).strip().upper() if raw else None
     if not proto.startswith("SASL_"):
@@ -223,6 +225,10 @@ def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | None:
     if not mechanism:
         raise ConfigError(f"security_protocol {proto} needs sasl_mechanism "
                           f"({', '.join(SASL_MECHANISMS)})")
+    if mechanism == "GSSAPI":
+        raise ConfigError("unsupported sasl_mechanism 'GSSAPI': Kerberos is not implemented in "
+                          "kproto yet (sasl_kerberos_service_name, _principal and _keytab are "
+                          "read, but no mechanism uses them)")
     if mechanism not in SASL_MECHANISMS:
         raise ConfigError(f"unsupported sasl_mechanism {mechanism!r}; kproto supports "
                           f"{', '.join(SASL_MECHANISMS)}")
