@@ -67,7 +67,7 @@ from urllib3.exceptions import HTTPError, NewConnectionError
 from urllib3.exceptions import SSLError as TLSError
 from urllib3.exceptions import TimeoutError as SocketTimeoutError
 
-from .errors import ConfigError, SchemaRegistryError
+from .errors import ConfigError, KprotoError, SchemaRegistryError
 
 log = logging.getLogger("kproto.schema_registry")
 
@@ -239,7 +239,14 @@ Auth = tuple[str, Secret]
 class Transport:
     """HTTP for one client: its TLS settings, every credential it holds (each request
     names the one it sends; an error is scrubbed of all), and a urllib3 PoolManager
-    made on first use (again after unpickling, or in a forked child)."""
+    made on first use (again after unpickling, or in a forked child).
+
+    Errors are made by :meth:`_error` and name the server as :attr:`peer`: a
+    subclass for another kind of server (the OAUTHBEARER token endpoint,
+    kproto.net.oauth) changes those two and how an answer is read (``_answer``)."""
+
+    #: What the server is called in errors.
+    peer = "registry"
 
     def __init__(self, credentials: Sequence[Auth],
                  tls: tuple[str | None, str | None, str | None, Secret | None, bool]) -> None:
@@ -332,14 +339,24 @@ class Transport:
         text = json.dumps(self.scrub_json(value), ensure_ascii=False, default=str)
         return self.scrub(text)[:size]
 
+    def _error(self, text: str, url: str, status: int | None = None,
+               code: int | None = None) -> KprotoError:
+        """The exception for a failed request (``url`` already redacted)."""
+        return SchemaRegistryError(text, url=url, status=status, error_code=code)
+
     def request(self, method: str, url: str, body: bytes | None, timeout: float, *,
-                auth: Auth | None = None, limit: int = MAX_ANSWER_BYTES) -> Any:  # noqa: ANN401
-        """The JSON answer of ``method url`` (None for an empty one), sent with ``auth``,
-        following redirects, within ``timeout`` seconds and ``limit`` bytes; a
-        SchemaRegistryError otherwise."""
-        headers = {"Accept": _ACCEPT}
-        if body is not None:
-            headers["Content-Type"] = _CONTENT_TYPE
+                auth: Auth | None = None, limit: int = MAX_ANSWER_BYTES,
+                headers: dict[str, str] | None = None) -> Any:  # noqa: ANN401
+        """The JSON answer of ``method url`` (None for an empty one), sent with ``auth``
+        (and ``headers``, instead of the registry's Accept and Content-Type), following
+        redirects, within ``timeout`` seconds and ``limit`` bytes; a SchemaRegistryError
+        (:meth:`_error`) otherwise."""
+        if headers is not None:
+            headers = dict(headers)
+        else:
+            headers = {"Accept": _ACCEPT}
+            if body is not None:
+                headers["Content-Type"] = _CONTENT_TYPE
         if auth is not None:
             headers["Authorization"] = f"Basic {_token(auth)}"
         with Deadline(timeout) as deadline:
@@ -358,8 +375,8 @@ class Transport:
                 if answer.status not in _REDIRECTS or not location:
                     break
                 if hops == MAX_REDIRECTS:
-                    raise SchemaRegistryError(f"{method} failed: more than {MAX_REDIRECTS} "
-                                              "redirects", url=redact(url), status=answer.status)
+                    raise self._error(f"{method} failed: more than {MAX_REDIRECTS} redirects",
+                                      redact(url), answer.status)
                 url, method, body = self._redirect(answer.status, method, url, location,
                                                    body, headers)
         return self._answer(method, url, answer.status, answer.reason, raw)
@@ -384,12 +401,10 @@ class Transport:
         answer.release_conn()
         return b"".join(pieces)
 
-    @staticmethod
-    def _too_big(method: str, url: str, limit: int, status: int, seen: str
-                 ) -> SchemaRegistryError:
-        return SchemaRegistryError(f"{method} failed: the answer is larger than {limit} bytes, "
-                                   f"the client's max_answer_bytes ({seen})", url=redact(url),
-                                   status=status)
+    def _too_big(self, method: str, url: str, limit: int, status: int, seen: str
+                 ) -> KprotoError:
+        return self._error(f"{method} failed: the answer is larger than {limit} bytes, "
+                           f"the client's max_answer_bytes ({seen})", redact(url), status)
 
     def _redirect(self, status: int, method: str, url: str, location: str, body: bytes | None,
                   headers: dict[str, str]) -> tuple[str, str, bytes | None]:
@@ -408,9 +423,8 @@ class Transport:
         except ValueError:                       # a port that is no number
             refused = "not a URL"
         if refused:
-            raise SchemaRegistryError(f"{method} failed: HTTP {status} redirects to "
-                                      f"{self.scrub(redact(target))!r}, {refused}",
-                                      url=redact(url), status=status)
+            raise self._error(f"{method} failed: HTTP {status} redirects to "
+                              f"{self.scrub(redact(target))!r}, {refused}", redact(url), status)
         log.debug("%s %s: HTTP %d redirects to %s", method, redact(url), status,
                   self.scrub(redact(target)))
         if status == 303 and method != "HEAD":
@@ -419,7 +433,7 @@ class Transport:
         return target, method, body
 
     def _failure(self, exc: BaseException, method: str, url: str,
-                 deadline: Deadline) -> SchemaRegistryError:
+                 deadline: Deadline) -> KprotoError:
         """The error for a request that got no (whole) answer."""
         reason = redact(self.scrub(str(exc.__cause__ or exc)))
         if deadline.passed or (isinstance(exc, SocketTimeoutError)
@@ -428,8 +442,8 @@ class Transport:
         elif isinstance(exc, TLSError):
             text = f"TLS: {reason}"
         else:
-            text = f"registry unreachable ({reason})"
-        return SchemaRegistryError(f"{method} failed: {text}", url=redact(url))
+            text = f"{self.peer} unreachable ({reason})"
+        return self._error(f"{method} failed: {text}", redact(url))
 
     def _answer(self, method: str, url: str, status: int, reason: str | None,
                 raw: bytes) -> Any:  # noqa: ANN401 - a JSON value

@@ -92,6 +92,12 @@ def _opt_str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
+def _float(v: Any) -> float:
+    if isinstance(v, bool):
+        raise ValueError(f"not a number: {v!r}")
+    return float(v)
+
+
 def _any(v: Any) -> Any:
     return v
 
@@ -143,11 +149,45 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
          "Kerberos service name of the brokers (GSSAPI is not implemented yet)"),
         ("sasl_kerberos_principal", None, _opt_str, "Kerberos client principal (GSSAPI: not yet)"),
         ("sasl_kerberos_keytab", None, _opt_str, "Kerberos keytab file (GSSAPI: not yet)"),
-        ("sasl_mechanism", None, _opt_str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+        ("sasl_mechanism", None, _opt_str, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
         ("sasl_plain_username", None, _opt_str, "SASL user name"),
         ("sasl_plain_password", None, _opt_str, "SASL password (never logged)"),
         ("sasl_allow_plaintext_plain", False, _bool,
-         "allow SASL PLAIN without TLS (credentials cross the network in clear)"),
+         "allow SASL PLAIN or OAUTHBEARER without TLS (the password or token crosses the "
+         "network in clear)"),
+        # OAUTHBEARER (kproto/net/oauth.py, oidc.py; docs/security.md)
+        ("oauth_cb", None, _any, "OAUTHBEARER token function (confluent-kafka): returns "
+         "(token, expiry seconds since the epoch[, principal[, extensions]])"),
+        ("sasl_oauth_token_provider", None, _any,
+         "OAUTHBEARER token provider object with token() (kafka-python)"),
+        ("sasl_oauthbearer_method", None, _opt_str, "librdkafka: 'oidc' = the token endpoint"),
+        ("sasl_oauthbearer_config", None, _opt_str, "librdkafka: the string oauth_cb is given"),
+        ("sasl_oauthbearer_token_endpoint_url", None, _opt_str,
+         "OIDC token endpoint (client credentials grant, KIP-768), or file:// of a token"),
+        ("sasl_oauthbearer_client_id", None, _opt_str, "OIDC client id"),
+        ("sasl_oauthbearer_client_secret", None, _opt_str, "OIDC client secret (never logged)"),
+        ("sasl_oauthbearer_scope", None, _opt_str, "OIDC scope asked for"),
+        ("sasl_oauthbearer_extensions", None, _any,
+         "SASL extensions (KIP-255): a dict, or 'key=value,key2=value2'"),
+        ("sasl_oauthbearer_ssl_cafile", None, _opt_str,
+         "CAs (PEM) of the token endpoint's certificate (else the system's)"),
+        ("sasl_oauthbearer_header_urlencode", False, _bool,
+         "URL-encode client id and secret in the Basic header (KIP-1025)"),
+        ("sasl_oauthbearer_scope_claim_name", "scope", str, "the token's scope claim"),
+        ("sasl_oauthbearer_sub_claim_name", "sub", str, "the token's principal claim"),
+        ("sasl_login_callback_handler_class", None, _opt_str,
+         "Java's OAuthBearerLoginCallbackHandler only (= the token endpoint)"),
+        ("sasl_login_connect_timeout_ms", 10000, _int,
+         "token endpoint connect timeout (Java: unset)"),
+        ("sasl_login_read_timeout_ms", 10000, _int, "token endpoint read timeout (Java: unset)"),
+        ("sasl_login_retry_backoff_ms", 100, _int, "first wait between token requests"),
+        ("sasl_login_retry_backoff_max_ms", 10000, _int, "how long token requests are retried"),
+        ("sasl_login_refresh_window_factor", 0.8, _float,
+         "fetch a new token at this part of its lifetime (0.5-1.0)"),
+        ("sasl_login_refresh_window_jitter", 0.05, _float, "... plus up to this (0-0.25)"),
+        ("sasl_login_refresh_min_period_seconds", 60, _int, "no refresh sooner after a fetch"),
+        ("sasl_login_refresh_buffer_seconds", 300, _int, "refresh at least this long before "
+         "the token expires"),
     ),
     *_opts(_P,
         ("acks", -1, _acks, "0, 1 or 'all' (-1): replicas that must have a batch"),
@@ -215,6 +255,9 @@ ALIASES = {
     "sasl_mechanisms": "sasl_mechanism",
     "sasl_username": "sasl_plain_username",
     "sasl_password": "sasl_plain_password",
+    "sasl_oauthbearer_client_credentials_client_id": "sasl_oauthbearer_client_id",
+    "sasl_oauthbearer_client_credentials_client_secret": "sasl_oauthbearer_client_secret",
+    "https_ca_location": "sasl_oauthbearer_ssl_cafile",
     "ssl_ca_location": "ssl_cafile",
     "ssl_truststore_location": "ssl_cafile",
     "ssl_certificate_location": "ssl_certfile",

@@ -25,10 +25,13 @@ import hmac
 import secrets
 import ssl
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, SaslAuthenticationFailedError
 from .jaas import merge_jaas
+
+if TYPE_CHECKING:
+    from .oauth import SaslOauthBearer
 
 __all__ = [
     "SECURITY_PROTOCOLS",
@@ -42,8 +45,8 @@ __all__ = [
 
 #: The values of ``security_protocol``.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-#: The SASL mechanisms kproto implements.
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: The SASL mechanisms kproto implements (OAUTHBEARER: kproto.net.oauth).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 Exchange = Callable[[bytes], bytes]
 
@@ -120,6 +123,9 @@ _ALIASES = {
     "sasl_mechanisms": "sasl_mechanism",
     "sasl_username": "sasl_plain_username",
     "sasl_password": "sasl_plain_password",
+    "sasl_oauthbearer_client_credentials_client_id": "sasl_oauthbearer_client_id",
+    "sasl_oauthbearer_client_credentials_client_secret": "sasl_oauthbearer_client_secret",
+    "https_ca_location": "sasl_oauthbearer_ssl_cafile",
 }
 
 
@@ -200,7 +206,7 @@ def ssl_context_from_config(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
     )
 
 
-def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | None:
+def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | SaslOauthBearer | None:
     """The SASL mechanism for client settings ``cfg``, or None without SASL.
 
     Keys: ``security_protocol``, ``sasl_mechanism`` (``PLAIN``,
@@ -210,7 +216,9 @@ def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | None:
     PLAIN sends the password as it is, so over ``SASL_PLAINTEXT`` it is a
     :class:`~kproto.errors.ConfigError` unless that flag is set. A mechanism
     with a non-SASL protocol, or a SASL protocol without a mechanism, is a
-    ConfigError too.
+    ConfigError too. ``OAUTHBEARER`` (which sends a bearer token as it is, so
+    the same flag applies) takes its settings from
+    :func:`kproto.net.oidc.oauthbearer_from_config`.
     """
     c = _normalize(cfg)
     proto = _protocol(c)
@@ -232,6 +240,13 @@ def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | None:
     if mechanism not in SASL_MECHANISMS:
         raise ConfigError(f"unsupported sasl_mechanism {mechanism!r}; kproto supports "
                           f"{', '.join(SASL_MECHANISMS)}")
+    if mechanism == "OAUTHBEARER":
+        if proto == "SASL_PLAINTEXT" and not _truthy(c.get("sasl_allow_plaintext_plain")):
+            raise ConfigError("SASL OAUTHBEARER over SASL_PLAINTEXT would send the bearer token "
+                              "in clear: use SASL_SSL, or set sasl_allow_plaintext_plain=True")
+        from .oidc import oauthbearer_from_config
+
+        return oauthbearer_from_config(c)
     username = c.get("sasl_plain_username")
     password = c.get("sasl_plain_password")
     if username is None or password is None:
