@@ -24,11 +24,13 @@ from kproto.net.driver import SelectorDriver, Steps, Wait
 
 
 class _Conn:
-    """What a driver uses of a BrokerConnection: its socket's descriptor, and how
-    many sockets it has opened."""
+    """What a driver uses of a BrokerConnection: its socket's descriptor, how many
+    sockets it has opened, and how many answers it already read (``buffered``: while
+    it re-authenticated, KIP-368)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock, self.opened = sock, 1
+        self.buffered = 0
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -68,6 +70,21 @@ def test_wait_returns_the_readable_connections_or_none_at_the_deadline(pairs) ->
         assert driver.wait([conn_b], time.monotonic() + 0.05) == []
         # a deadline already past: a look without waiting
         assert driver.wait([conn_a], time.monotonic() - 1) == [conn_a]
+
+
+def test_answers_already_read_make_a_connection_ready_without_a_wait(pairs) -> None:
+    # a connection that re-authenticated holds the answers it read meanwhile: its
+    # socket has nothing to read for them, the wait must not block on it
+    (a, _), (b, b_peer) = _pair(pairs), _pair(pairs)
+    conn_a, conn_b = _Conn(a), _Conn(b)
+    conn_a.buffered = 2
+    b_peer.send(b"x")
+    with SelectorDriver() as driver:
+        start = time.monotonic()
+        assert driver.wait([conn_a, conn_b], start + 5) == [conn_a]
+        assert time.monotonic() - start < 0.5
+        conn_a.buffered = 0
+        assert driver.wait([conn_a, conn_b], time.monotonic() + 5) == [conn_b]
 
 
 def test_no_connections_is_a_pause_until_the_deadline() -> None:

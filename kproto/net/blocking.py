@@ -7,12 +7,22 @@ that cannot be parsed), and then sends requests at the negotiated versions:
 one at a time with :meth:`~BrokerConnection.request`, or pipelined with
 :meth:`~BrokerConnection.request_many`.
 
+With SASL, the connection logs in after ApiVersions and, when the broker gives
+the session a lifetime (SaslAuthenticate v1+ ``session_lifetime_ms``, KIP-368),
+logs in again on the open connection before it ends: the first request sent
+after a random point between 85 % and 95 % of the lifetime (Java's choice)
+runs SaslHandshake and SaslAuthenticate first. Answers to requests already in
+flight that arrive meanwhile are kept and handed out by the next
+:meth:`~BrokerConnection.receive`, in order, so nothing in flight is lost or
+mixed up (Java's KafkaChannel does the same).
+
 >>> with BrokerConnection("127.0.0.1:9092") as conn:          # doctest: +SKIP
 ...     meta = conn.request(ApiKey.METADATA, {"topics": None})
 """
 
 from __future__ import annotations
 
+import random
 import socket
 import ssl
 import time
@@ -49,6 +59,8 @@ class SaslMechanism(Protocol):
     ``authenticate`` runs the whole exchange: it calls ``exchange(token)`` for
     every client token and gets the server's answer back, raising a
     :class:`~kproto.errors.KprotoError` when the server's answers are wrong.
+    It runs again for every re-authentication (KIP-368), so a mechanism with
+    credentials that expire (OAUTHBEARER) sends its current ones each time.
     """
 
     name: str
@@ -96,6 +108,16 @@ class BrokerConnection:
         self._lost: list[Request] = []
         #: How many sockets this connection has opened (changes on every reconnect).
         self.opened = 0
+        #: Answers read while re-authenticating, for requests sent before: the next
+        #: receive() hands them out (they count as in flight until then).
+        self._stash: list[Response] = []
+        #: ``time.monotonic()`` from which the next request re-authenticates first
+        #: (None: the session has no lifetime, or no SASL).
+        self.reauthenticate_at: float | None = None
+        #: When the broker ends the session (``time.monotonic()``; None: never).
+        self.session_ends_at: float | None = None
+        #: Re-authentications done on this connection's sockets so far.
+        self.reauthentications = 0
 
     # -- lifecycle
 
@@ -115,7 +137,9 @@ class BrokerConnection:
     def close(self) -> None:
         """Close the socket. Requests in flight will never be answered: those sent
         with a ``context`` are kept for :meth:`take_lost`; a reconnect starts with
-        nothing in flight."""
+        nothing in flight. Answers already read (while re-authenticating) are still
+        handed out by :meth:`receive`."""
+        self.reauthenticate_at = self.session_ends_at = None
         if self._conn is not None:
             self._lost += [r for r in self._conn.close() if r.context is not None]
             self._conn = None
@@ -170,8 +194,9 @@ class BrokerConnection:
         """Pipeline several requests (all written before any answer is read) and
         return their :class:`~kproto.net.Response` objects in order."""
         self.connect()
+        self._maybe_reauthenticate()
         assert self._conn is not None
-        if self._conn.in_flight:
+        if self.in_flight:
             # the answers read next would be theirs, not ours
             raise IllegalStateError(f"{self.in_flight} requests to {self.address} are in "
                                     "flight (sent with send()): a blocking request must wait "
@@ -264,23 +289,65 @@ class BrokerConnection:
         self._conn.broker_ranges = self.broker_versions
 
     def _authenticate(self, sasl: SaslMechanism) -> None:
-        hs = self.request(ApiKey.SASL_HANDSHAKE, {"mechanism": sasl.name},
-                          version=min(1, self.versions.get(ApiKey.SASL_HANDSHAKE, 1)))
+        """Log in (again): SaslHandshake v1, then the mechanism's SaslAuthenticate
+        round trips; schedule the re-authentication if the session has a lifetime."""
+        hs = self._call(ApiKey.SASL_HANDSHAKE, {"mechanism": sasl.name},
+                        min(1, self.versions.get(ApiKey.SASL_HANDSHAKE, 1)))
         if hs["error_code"]:
             enabled = ", ".join(hs["mechanisms"] or []) or "none"
             raise UnsupportedSaslMechanismError(
                 f"{self.address} does not enable SASL mechanism {sasl.name} "
                 f"(it enables: {enabled})")
+        lifetime = [0, 0.0]      # the last session_lifetime_ms, and when its request went
 
         def exchange(token: bytes) -> bytes:
-            body = self.request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
+            sent = time.monotonic()
+            body = self._call(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
             raise_for_code(body["error_code"],
                            f"SASL {sasl.name} authentication with {self.address} failed: "
                            f"{body['error_message'] or 'no reason given'}")
+            lifetime[:] = [int(body.get("session_lifetime_ms") or 0), sent]
             out: bytes = body["auth_bytes"]
             return out
 
         sasl.authenticate(exchange)
+        ms, sent = lifetime
+        if ms > 0:     # KIP-368: log in again at 85-95 % of it, as Java does
+            self.session_ends_at = sent + ms / 1000
+            self.reauthenticate_at = sent + ms / 1000 * random.uniform(0.85, 0.95)
+        else:
+            self.reauthenticate_at = self.session_ends_at = None
+
+    def _maybe_reauthenticate(self) -> None:
+        """Re-authenticate (KIP-368) if the session's re-authentication time passed,
+        before the next request goes out; a failure closes the connection."""
+        if self.reauthenticate_at is None or time.monotonic() < self.reauthenticate_at \
+                or self.sasl is None:
+            return
+        try:
+            self._authenticate(self.sasl)
+        except BaseException:
+            self.close()
+            raise
+        self.reauthentications += 1
+
+    def _call(self, api_key: int, fields: Fields, version: int | None = None
+              ) -> dict[str, Any]:
+        """One request and its answer, also with other requests in flight: their
+        answers, read first, are kept for :meth:`receive` (re-authentication)."""
+        assert self._conn is not None
+        req = self._conn.send(api_key, fields, version=version)
+        self._write(self._conn.data_to_send())
+        deadline = time.monotonic() + self.timeout
+        while True:
+            for resp in self._read(deadline):
+                if resp.request is not req:
+                    self._stash.append(resp)
+                    continue
+                if resp.error is not None:
+                    raise resp.error
+                body: dict[str, Any] = resp.body
+                return body
 
     def _write(self, data: bytes) -> None:
         assert self._sock is not None
@@ -318,6 +385,7 @@ class BrokerConnection:
         before the caller has finished with the last one.
         """
         self.connect()
+        self._maybe_reauthenticate()
         assert self._conn is not None
         req = self._conn.send(api_key, fields, version=version, raw=raw,
                               expect_response=expect_response, context=context)
@@ -331,12 +399,19 @@ class BrokerConnection:
 
     @property
     def in_flight(self) -> int:
-        """Requests written and not yet answered."""
-        return 0 if self._conn is None else self._conn.in_flight
+        """Requests written whose answers :meth:`receive` has not handed out yet."""
+        return len(self._stash) + (0 if self._conn is None else self._conn.in_flight)
+
+    @property
+    def buffered(self) -> int:
+        """Answers already read (while re-authenticating) that :meth:`receive` hands
+        out without waiting: a driver treats the connection as ready."""
+        return len(self._stash)
 
     def requests_in_flight(self) -> list[Request]:
-        """The requests written and not yet answered, oldest first."""
-        return [] if self._conn is None else self._conn.requests_in_flight()
+        """The requests written whose answers were not handed out yet, oldest first."""
+        return [r.request for r in self._stash] + \
+            ([] if self._conn is None else self._conn.requests_in_flight())
 
     def take_lost(self) -> list[Request]:
         """The requests sent with a ``context`` (see :meth:`send`) that were in flight
@@ -349,7 +424,14 @@ class BrokerConnection:
 
     def receive(self, deadline: float) -> list[Response]:
         """Read once (waiting until ``deadline``, a ``time.monotonic()`` value) and
-        return the responses completed, possibly none."""
+        return the responses completed, possibly none. Answers read while
+        re-authenticating come first, without a read (even after a close)."""
+        if self._stash:
+            kept, self._stash = self._stash, []
+            return kept
+        return self._read(deadline)
+
+    def _read(self, deadline: float) -> list[Response]:
         if self._sock is None or self._conn is None:
             raise KafkaConnectionError(f"connection to {self.address} is closed")
         remaining = deadline - time.monotonic()

@@ -68,8 +68,9 @@ class Driver(Protocol):
 
     def wait(self, conns: Sequence[BrokerConnection], deadline: float
              ) -> list[BrokerConnection]:
-        """The connections of ``conns`` with bytes to read, as soon as there is
-        one, or none at ``deadline``. Each must be open."""
+        """The connections of ``conns`` with bytes to read, or with answers already
+        read (``buffered``: while they re-authenticated), as soon as there is one,
+        or none at ``deadline``. Each must be open or buffered."""
         ...
 
     def run(self, steps: Steps[T]) -> T:
@@ -100,6 +101,9 @@ class SelectorDriver:
 
     def wait(self, conns: Sequence[BrokerConnection], deadline: float
              ) -> list[BrokerConnection]:
+        kept = [conn for conn in conns if conn.buffered]
+        if kept:
+            return kept                 # answers read while re-authenticating: no wait
         timeout = max(0.0, deadline - time.monotonic())
         if not conns:
             if timeout:
