@@ -109,7 +109,9 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 # --------------------------------------------------------------------------- secrets
 
-_SECRET_NAME = re.compile(r"password|secret|token|jaas|credential", re.IGNORECASE)
+# (key.pem, keystore.key, keydata: a private key given inline, librdkafka's and KIP-651's)
+_SECRET_NAME = re.compile(r"password|secret|token|jaas|credential|key[._]pem|keystore[._]key|"
+                          r"keydata", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^\s/@]+@")
 
 

@@ -179,7 +179,9 @@ class Cluster:
         if settings.get("security_protocol", "PLAINTEXT") != "PLAINTEXT" or any(
                 settings.get(k) for k in ("ssl_context", "ssl_cafile", "ssl_certfile",
                                           "ssl_keyfile", "sasl_mechanism",
-                                          "sasl_jaas_config")):
+                                          "sasl_jaas_config", "ssl_cadata", "ssl_certdata",
+                                          "ssl_keydata", "ssl_truststore_location",
+                                          "ssl_keystore_location")):
             from .security import sasl_from_config, ssl_context_from_config
 
             self.ssl_context = ssl_context_from_config(self.settings)

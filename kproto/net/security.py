@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, SaslAuthenticationFailedError
 from .jaas import merge_jaas
+from .stores import TLS_KEYS, tls_material
 
 if TYPE_CHECKING:
     from .oauth import SaslOauthBearer
@@ -60,6 +61,7 @@ def make_ssl_context(
     *,
     cafile: str | None = None,
     cadata: str | bytes | None = None,
+    capath: str | None = None,
     certfile: str | None = None,
     keyfile: str | None = None,
     password: str | bytes | None = None,
@@ -71,7 +73,8 @@ def make_ssl_context(
 
     Verification is on by default: the broker's certificate must chain to
     ``cafile``/``cadata`` (PEM), or to the system's default CAs when neither
-    is given, and must name the host connected to (``check_hostname``; Kafka's
+    is given (``capath``: a directory of hashed CA files, as OpenSSL's ``-CApath``),
+    and must name the host connected to (``check_hostname``; Kafka's
     ``ssl.endpoint.identification.algorithm=https``). ``verify=False`` turns
     off both checks (anyone on the path can then read and change the traffic).
     ``certfile``/``keyfile``/``password`` give a client certificate for mutual
@@ -83,7 +86,7 @@ def make_ssl_context(
     try:
         if verify:
             ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cafile,
-                                             cadata=cadata)
+                                             capath=capath, cadata=cadata)
             ctx.check_hostname = bool(check_hostname)
             ctx.verify_mode = ssl.CERT_REQUIRED
         else:
@@ -92,7 +95,7 @@ def make_ssl_context(
             ctx.verify_mode = ssl.CERT_NONE
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     except (OSError, ssl.SSLError, ValueError) as exc:
-        where = cafile if cafile is not None else "cadata"
+        where = cafile if cafile is not None else capath if capath is not None else "cadata"
         raise ConfigError(f"cannot load the CA certificates from {where}: {exc}") from None
     if certfile is not None:
         try:
@@ -115,7 +118,12 @@ def make_ssl_context(
 #: Kafka / librdkafka / kafka-python names -> the names used here.
 _ALIASES = {
     "ssl_ca_location": "ssl_cafile",
-    "ssl_truststore_location": "ssl_cafile",
+    "ssl_truststore_certificates": "ssl_cadata",       # KIP-651
+    "ssl_ca_pem": "ssl_cadata",                         # librdkafka
+    "ssl_keystore_certificate_chain": "ssl_certdata",   # KIP-651
+    "ssl_certificate_pem": "ssl_certdata",              # librdkafka
+    "ssl_keystore_key": "ssl_keydata",                  # KIP-651
+    "ssl_key_pem": "ssl_keydata",                       # librdkafka
     "ssl_certificate_location": "ssl_certfile",
     "ssl_key_location": "ssl_keyfile",
     "ssl_key_password": "ssl_password",
@@ -170,10 +178,11 @@ def ssl_context_from_config(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
     ``SASL_SSL``), ``ssl_context`` (a ready :class:`ssl.SSLContext`, which wins
     over the rest), ``ssl_cafile``, ``ssl_certfile``, ``ssl_keyfile``,
     ``ssl_password``, ``ssl_check_hostname`` (default True), ``ssl_verify``
-    (default True) and ``ssl_ciphers``. Kafka's dotted names
-    (``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
-    ``ssl.key.password``, ``ssl.endpoint.identification.algorithm``,
-    ``ssl.truststore.location`` for a PEM file) are accepted too.
+    (default True) and ``ssl_ciphers``; trust and key stores (JKS, PKCS12,
+    PEM) and inline PEM as :func:`kproto.net.stores.tls_material` reads them.
+    Kafka's and librdkafka's dotted names (``ssl.ca.location``,
+    ``ssl.truststore.location``, ``ssl.keystore.password``, ``ssl.key.pem``,
+    ``ssl.endpoint.identification.algorithm``...) are accepted too.
 
     A ``ssl_context`` or ``ssl_*`` file with a plaintext ``security_protocol``
     is a :class:`~kproto.errors.ConfigError`, not silently ignored.
@@ -181,7 +190,7 @@ def ssl_context_from_config(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
     c = _normalize(cfg)
     proto = _protocol(c)
     ready = c.get("ssl_context")
-    files = [k for k in ("ssl_cafile", "ssl_certfile", "ssl_keyfile") if c.get(k)]
+    files = [k for k in TLS_KEYS if c.get(k)]
     if proto in ("PLAINTEXT", "SASL_PLAINTEXT"):
         if ready is not None or files:
             given = "ssl_context" if ready is not None else ", ".join(files)
@@ -195,15 +204,17 @@ def ssl_context_from_config(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
         return ready
     check = c.get("ssl_check_hostname")
     verify = c.get("ssl_verify")
-    return make_ssl_context(
-        cafile=c.get("ssl_cafile") or None,
-        certfile=c.get("ssl_certfile") or None,
-        keyfile=c.get("ssl_keyfile") or None,
-        password=c.get("ssl_password") or None,
+    found = tls_material(c)         # stores and inline PEM: kproto/net/stores.py
+    ctx = make_ssl_context(
+        cafile=found.cafile, capath=found.capath, cadata=found.cadata,
+        certfile=found.certfile, keyfile=found.keyfile, password=found.password or None,
         check_hostname=True if check is None else _truthy(check),
         verify=True if verify is None else _truthy(verify),
         ciphers=c.get("ssl_ciphers") or None,
     )
+    if found.identity is not None:
+        found.identity.load_into(ctx)
+    return ctx
 
 
 def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | SaslOauthBearer | None:

@@ -10,7 +10,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -56,7 +56,8 @@ class KafkaRange(InputPartition):
     partition: int
     start: int
     end: int
-    settings: tuple[tuple[str, Any], ...]
+    #: (not in repr(): it holds the credentials the executor connects with)
+    settings: tuple[tuple[str, Any], ...] = field(repr=False)
     include_headers: bool
     fail_on_data_loss: bool
     #: typed key/value columns (valueFormat/keyFormat), resolved on the driver
