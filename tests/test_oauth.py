@@ -311,6 +311,36 @@ def _token_json(token: str) -> bytes:
     return json.dumps({"access_token": token, "token_type": "Bearer"}).encode()
 
 
+def test_what_an_attacker_found(oidc: OidcServer, fault: FaultServer) -> None:
+    token = oidc.issue(CLIENT, "kafka")
+    # a token answered form-encoded (as GitHub does without Accept: json): refused, and
+    # the body (the token) is in no exception chained to the error (JSONDecodeError.doc)
+    fault.default = [answer(200, f"access_token={token}&token_type=bearer".encode())]
+    with pytest.raises(SaslAuthenticationFailedError, match="not JSON") as info:
+        _fault_provider(fault.url).token()
+    _no_secret(info.value, "", token)
+    # a token that would break the RFC 7628 framing is refused when fetched, not cached
+    fault.default = [answer(200, _token_json(token + "\x01auth=Bearer x"))]
+    with pytest.raises(SaslAuthenticationFailedError, match="RFC 6750"):
+        _fault_provider(fault.url).token()
+    # a redirect loop is not tried again and again
+    fault.requests.clear()
+    fault.default = redirect(fault.url + "/token", 302)
+    with pytest.raises(SaslAuthenticationFailedError, match="more than 5 redirects"):
+        _fault_provider(fault.url, policy=RefreshPolicy(retry_backoff=0.01,
+                                                        retry_backoff_max=5)).token()
+    assert len(fault.requests) == 6
+    # credentials in the URL (urllib3 quoted part of a password that broke its parsing)
+    with pytest.raises(ConfigError, match="holds credentials") as config:
+        OidcTokenProvider(f"https://{CLIENT}:{SECRET}@idp.example/token")
+    assert SECRET not in str(config.value)
+    # a broker echoing the token in its first answer's error
+    echo = Scripted(SaslAuthenticationFailedError(f"bad token {token}"))
+    with pytest.raises(SaslAuthenticationFailedError, match="bad token") as info:
+        _static(token).authenticate(echo)
+    _no_secret(info.value, "", token)
+
+
 def test_huge_or_odd_exp(oidc: OidcServer, fault: FaultServer) -> None:
     for exp, ok in [(10 ** 400, True), (1e300, True), (-5, False), (True, False),
                     ("2030", False)]:
@@ -404,8 +434,9 @@ def _no_secret(exc: BaseException | None, logs: str, *secrets: str) -> None:
     import traceback
 
     seen: list[str] = [logs]
-    while exc is not None:
-        seen += [str(exc), repr(exc), "".join(traceback.format_exception(exc))]
+    while exc is not None:          # (suppressed contexts too: a tool may still show them)
+        seen += [str(exc), repr(exc), "".join(traceback.format_exception(exc)),
+                 repr(vars(exc)), repr(getattr(exc, "doc", "")), repr(getattr(exc, "object", ""))]
         exc = exc.__cause__ or exc.__context__
     for secret in secrets:
         assert not any(secret in text for text in seen), secret

@@ -126,6 +126,17 @@ def check_extensions(extensions: Mapping[str, Any] | str | None, where: str = "S
     return out
 
 
+def check_token(token: OAuthToken, where: str) -> str:
+    """The token's value, if it is an RFC 6750 bearer token (which also keeps it from
+    breaking the RFC 7628 framing): else a SaslAuthenticationFailedError."""
+    value = token.value
+    if not isinstance(value, str) or not _B64TOKEN.fullmatch(value):
+        raise SaslAuthenticationFailedError(
+            f"the token from {where} is not an RFC 6750 bearer token (empty, or characters "
+            "other than A-Z a-z 0-9 - . _ ~ + / and trailing =)")
+    return value
+
+
 # --------------------------------------------------------------------------- the mechanism
 
 
@@ -156,11 +167,7 @@ class SaslOauthBearer:
 
     def initial_response(self, token: OAuthToken) -> bytes:
         """RFC 7628's client initial response for ``token``."""
-        value = token.value
-        if not isinstance(value, str) or not _B64TOKEN.fullmatch(value):
-            raise SaslAuthenticationFailedError(
-                f"the token from {self.provider!r} is not an RFC 6750 bearer token (empty, or "
-                "characters other than A-Z a-z 0-9 - . _ ~ + / and trailing =)")
+        value = check_token(token, repr(self.provider))
         extensions = {**self.extensions, **check_extensions(
             token.extensions, f"the SASL extensions of {self.provider!r}")}
         pairs = "".join(f"\x01{k}={v}" for k, v in extensions.items())
@@ -189,21 +196,23 @@ class SaslOauthBearer:
 
     @staticmethod
     def _scrubbed(exchange: Callable[[bytes], bytes], token: OAuthToken, data: bytes) -> bytes:
-        """``exchange(data)``, with the token cut out of any error (a broker may echo it)."""
+        """``exchange(data)``, with the token cut out of any error (a broker may echo it):
+        the scrubbed error is raised outside the handler, so it chains to nothing."""
         try:
             return exchange(data)
         except KprotoError as exc:
             text = str(getattr(exc, "message", None) or exc)
-            if token.value and token.value in text:
-                raise type(exc)(text.replace(token.value, "***")) from None
-            raise
+            if not token.value or token.value not in text:
+                raise
+            scrubbed = type(exc)(text.replace(token.value, "***"))
+        raise scrubbed
 
 
 def _server_error(answer: bytes) -> dict[str, str]:
     """The RFC 7628 section 3.2.2 error JSON (its string members, shortened)."""
     try:
         detail = json.loads(answer.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         detail = None
     if not isinstance(detail, dict):
         return {"status": "unreadable error answer"}
@@ -308,6 +317,7 @@ class _CachedProvider:
                             "valid %.0f s more, serves meanwhile", exc, old.expires_at - now)
                 return old
             now = self._clock()
+            check_token(new, repr(self))
             if new.expires_at is not None and new.expires_at <= now:
                 raise SaslAuthenticationFailedError(
                     f"the token from {self!r} expired {now - new.expires_at:.0f} s ago (is "
@@ -341,12 +351,16 @@ def jwt_claims(token: str, where: str) -> dict[str, Any]:
     if len(parts) != 3 or not parts[0] or not parts[1]:
         raise SaslAuthenticationFailedError(
             f"the token from {where} is not a JWT (header.payload.signature)")
-    try:
+    claims = None
+    try:       # (the error is raised outside the handler: no part of the token chained)
         payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
         claims = json.loads(payload.decode("utf-8"))
+        readable = True
     except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):
+        readable = False
+    if not readable:
         raise SaslAuthenticationFailedError(
-            f"the token from {where} is not a JWT: its payload is not base64url JSON") from None
+            f"the token from {where} is not a JWT: its payload is not base64url JSON")
     if not isinstance(claims, dict):
         raise SaslAuthenticationFailedError(
             f"the token from {where} is not a JWT: its payload is not a JSON object")

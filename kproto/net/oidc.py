@@ -79,14 +79,15 @@ class _TokenEndpoint(Transport):
     def _answer(self, method: str, url: str, status: int, reason: str | None,
                 raw: bytes) -> Any:  # noqa: ANN401
         shown = redact(url)
-        try:
+        body, parsed = None, True
+        try:     # (errors are raised outside the handler: the body, maybe a token, unchained)
             body = json.loads(raw) if raw else None
         except (ValueError, RecursionError):
-            body = None
-            if 200 <= status < 300:
-                kind = "an HTML page" if raw.lstrip()[:1] == b"<" else "not JSON"
-                raise self._error(f"HTTP {status}, but the answer is {kind} ({len(raw)} "
-                                  "bytes)", shown, status) from None
+            parsed = False
+        if not parsed and 200 <= status < 300:
+            kind = "an HTML page" if raw.lstrip()[:1] == b"<" else "not JSON"
+            raise self._error(f"HTTP {status}, but the answer is {kind} ({len(raw)} bytes)",
+                              shown, status)
         if 200 <= status < 300:
             if not isinstance(body, dict) or not isinstance(body.get("access_token"), str) \
                     or not body["access_token"].strip():
@@ -131,6 +132,10 @@ class OidcTokenProvider(_CachedProvider):
         if parts.scheme == "file":
             self.path = urllib.parse.unquote(parts.path)
         elif parts.scheme in ("http", "https") and parts.hostname:
+            if "@" in parts.netloc:
+                raise ConfigError(f"sasl_oauthbearer_token_endpoint_url {self.endpoint!r} "
+                                  "holds credentials: give them as sasl_oauthbearer_client_id "
+                                  "and sasl_oauthbearer_client_secret")
             if not client_id or not str(client_id).strip() or not client_secret or \
                     not str(client_secret).strip():
                 raise ConfigError(f"the OAUTHBEARER token endpoint {self.endpoint} needs "
@@ -205,7 +210,9 @@ class OidcTokenProvider(_CachedProvider):
             except SaslAuthenticationFailedError as exc:
                 status = exc.context.get("status")
                 wait = self.policy.retry_backoff * 2 ** min(attempt - 1, 30)
-                final = status in _FINAL_STATUS or (status is not None and 200 <= status < 300)
+                # final: a 4xx Java does not retry, a 2xx that is no token, a redirect
+                # that went wrong (too many, or refused)
+                final = status in _FINAL_STATUS or (status is not None and 200 <= status < 400)
                 if final or not retry or time.monotonic() + wait > end:
                     if attempt > 1:
                         exc.context["attempts"] = attempt
