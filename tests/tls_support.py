@@ -2,10 +2,10 @@
 
 ``Pki(folder)`` makes, with the JDK's ``keytool`` and with ``trustme`` /
 ``cryptography``: a CA that signs the front's certificate, its trust stores
-(JKS, PKCS12, PEM), a client CA (with an intermediate) and client key stores (JKS with a key password
-of its own, JKS, PKCS12 by keytool in today's and in Java 8's algorithms,
-PKCS12 by cryptography, PEM), a keytool-native self-signed client, and expired
-and not-yet-valid clients.
+(JKS, PKCS12, PEM), a client CA (with an intermediate) and client key stores
+(JKS with a key password of its own, JKS, PKCS12 by keytool in today's and in
+Java 8's algorithms, PKCS12 by cryptography, PEM), a keytool-native
+self-signed client, and expired and not-yet-valid clients.
 
 ``SecureChain(pki)``: a real TLS terminator (tests/test_security.py's
 ``TlsProxy``) that requires a client certificate, in front of the in-test SASL
