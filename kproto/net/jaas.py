@@ -106,6 +106,14 @@ class _Tokenizer:
         self.peekc, self.peek_at = c, self.i - 1
 
     def next(self) -> int:
+        """The next token. A comment is skipped by going round (Java recurses,
+        which a text of many comments would turn into a RecursionError here)."""
+        while True:
+            ttype = self._token()
+            if ttype is not None:
+                return ttype
+
+    def _token(self) -> int | None:
         self.sval = None
         c = self.peekc
         at = self.peek_at
@@ -149,7 +157,7 @@ class _Tokenizer:
                 while True:
                     c = self._read()
                     if c == 0x2F and prevc == 0x2A:
-                        return self.next()
+                        return None
                     if c == 13:
                         c = self._read()
                         if c == 10:
@@ -167,7 +175,7 @@ class _Tokenizer:
                 if c in (10, 13) or c < 0:
                     break
             self._hold(c)
-            return self.next()
+            return None
         return self._set(c)         # an ordinary character
 
     def _quoted(self, quote: int) -> int:
