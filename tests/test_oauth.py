@@ -524,8 +524,19 @@ def test_producer_and_consumer_end_to_end(gateway: ReauthGateway, oidc_module: O
 
     topic = f"oauth-{time.monotonic_ns()}"
     cfg = _settings(oidc_module, ca_file)
-    with Admin({"bootstrap.servers": gateway.address, **cfg}) as admin:
+    java = {  # as a Java (or Spark) client is configured for KIP-768
+        "bootstrap.servers": gateway.address, "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER", "sasl_allow_plaintext_plain": True,
+        "sasl.login.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "sasl.oauthbearer.token.endpoint.url": oidc_module.token_url,
+        "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
+                            f'OAuthBearerLoginModule required clientId="{CLIENT}" '
+                            f'clientSecret="{SECRET}" scope="kafka" extension_app="admin";',
+        "https.ca.location": ca_file}
+    with Admin(java) as admin:
         admin.create_topics({topic: 1})
+    assert gateway.sessions[-1].extensions == [{"app": "admin"}]
     with Producer({"bootstrap.servers": gateway.address, **cfg}) as producer:
         for i in range(20):
             producer.send(topic, f"v{i}".encode(), key=b"k")
