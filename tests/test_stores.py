@@ -186,6 +186,19 @@ def test_wrong_types_and_wrong_stores_name_the_option(pki: Pki, tmp_path: Path) 
            "ssl.truststore.location")
 
 
+@pytest.mark.parametrize("bad", ["pass\udcffword", "pa\x00ss", "line\nbreak"])
+def test_passwords_that_no_store_can_hold(pki: Pki, bad: str) -> None:
+    for cfg in ({"ssl.keystore.location": pki.key_jks, "ssl.keystore.password": KS_PASS,
+                 "ssl.key.password": bad},
+                {"ssl.truststore.location": pki.trust_p12, "ssl.truststore.password": bad}):
+        stores._CACHE.clear()
+        with pytest.raises(ConfigError) as info:
+            ssl_context_from_config(_ssl(**cfg))
+        text = "".join(__import__("traceback").format_exception(info.value))
+        assert bad not in text and bad not in repr(info.value.__context__)
+        no_secret_in(info.value)
+
+
 def test_files_that_are_not_stores(pki: Pki, tmp_path: Path) -> None:
     _fails({"ssl.truststore.location": str(tmp_path)}, "is a directory")
     _fails({"ssl.keystore.location": str(tmp_path / "missing.p12"),

@@ -425,6 +425,9 @@ def _store_pkcs12(c: Mapping[str, Any], prefix: str, kind: str, path: str, data:
     if kind == "PKCS12":
         return data, None if password is None else password.encode()
     key_password = c.get("ssl_password") if prefix == "ssl_keystore" else None
+    if key_password is not None and ("\n" in str(key_password) or "\r" in str(key_password)):
+        raise ConfigError(f"{_name('ssl_password')} has a line break: keytool takes a JKS key's "
+                          "password on a line, so it cannot be given (convert the store to PKCS12)")
     return _keytool_to_pkcs12(path, kind, password, None if key_password is None else
                               str(key_password), location, password_key)
 
@@ -547,9 +550,26 @@ def _one_of(c: Mapping[str, Any], keys: tuple[str, ...], what: str) -> None:
                           "(kproto does not pick one)")
 
 
+def _check_password(c: Mapping[str, Any], key: str) -> None:
+    """A password must be text a file format can hold: no NUL, no lone surrogate
+    (which would reach an exception's repr whole, the password with it)."""
+    value = c.get(key)
+    if value is None:
+        return
+    text = str(value)
+    if "\x00" in text:
+        raise ConfigError(f"{_name(key)} contains a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{_name(key)} is not valid text (it has a lone surrogate)") from None
+
+
 def tls_material(c: Mapping[str, Any]) -> TlsMaterial:
     """Trust and client identity from settings ``c`` (underscored kproto names).
     Raises :class:`~kproto.errors.ConfigError` naming the option at fault."""
+    for key in ("ssl_truststore_password", "ssl_keystore_password", "ssl_password"):
+        _check_password(c, key)
     _one_of(c, ("ssl_cafile", "ssl_cadata", "ssl_truststore_location"), "the trusted CAs")
     _one_of(c, ("ssl_certfile", "ssl_certdata", "ssl_keystore_location"),
             "the client certificate")
