@@ -93,7 +93,7 @@ class _TokenEndpoint(Transport):
                     or not body["access_token"].strip():
                 keys = sorted(body)[:10] if isinstance(body, dict) else type(body).__name__
                 raise self._error(f"HTTP {status}, but the answer has no access_token "
-                                  f"(it has: {keys})", shown, status)
+                                  f"string (it has: {keys})", shown, status)
             return body
         if isinstance(body, dict) and ("error" in body or "errorCode" in body):
             what = self.show(body.get("error", body.get("errorCode")), 100)
