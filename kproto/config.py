@@ -102,6 +102,14 @@ def _any(v: Any) -> Any:
     return v
 
 
+def _no_kinit_cmd(v: Any) -> None:
+    if v is not None and str(v).strip():
+        raise ValueError("kproto runs no command from its settings: it logs in from "
+                         "sasl.kerberos.keytab itself and renews from it, or uses the "
+                         "tickets kinit put in the ticket cache (KRB5CCNAME)")
+    return None
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: its default, which clients take it, and how values convert."""
@@ -163,11 +171,20 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
         ("sasl_jaas_config", None, _opt_str,
          "Java's JAAS line, e.g. '...PlainLoginModule required username=\"u\" "
          "password=\"p\";': credentials for PLAIN, SCRAM, OAUTHBEARER (never logged)"),
+        # GSSAPI (kproto/net/kerberos.py; the kerberos extra)
         ("sasl_kerberos_service_name", None, _opt_str,
-         "Kerberos service name of the brokers (GSSAPI is not implemented yet)"),
-        ("sasl_kerberos_principal", None, _opt_str, "Kerberos client principal (GSSAPI: not yet)"),
-        ("sasl_kerberos_keytab", None, _opt_str, "Kerberos keytab file (GSSAPI: not yet)"),
-        ("sasl_mechanism", None, _opt_str, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
+         "first part of the brokers' Kerberos principal: <name>/<broker host> (default kafka)"),
+        ("sasl_kerberos_principal", None, _opt_str,
+         "Kerberos client principal (default: the keytab's first, or the ticket cache's)"),
+        ("sasl_kerberos_keytab", None, _opt_str,
+         "keytab to log in from (without it: the ticket cache, KRB5CCNAME)"),
+        ("sasl_kerberos_kinit_cmd", None, _no_kinit_cmd,
+         "librdkafka's: refused (kproto runs no command from settings)"),
+        ("sasl_kerberos_min_time_before_relogin", 60000, _int,
+         "librdkafka's: accepted, no effect (tickets are renewed from the keytab as they "
+         "near their end)"),
+        ("sasl_mechanism", None, _opt_str,
+         "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI"),
         ("sasl_plain_username", None, _opt_str, "SASL user name"),
         ("sasl_plain_password", None, _opt_str, "SASL password (never logged)"),
         ("sasl_allow_plaintext_plain", False, _bool,

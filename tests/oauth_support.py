@@ -201,12 +201,18 @@ class ReauthGateway(_Server):
     ``max_reauth_ms``: the session lifetime given (0: none, re-authentication off).
     ``grace``: seconds past the end a request is still let through (scheduling on a
     loaded test machine; the clients aim at 85-95 % of the lifetime).
+    ``mechanisms``: more server mechanisms, name -> a factory of one login's
+    stepper (token -> ("continue", answer) | ("done", (principal, 0, answer)) |
+    ("error", message)), e.g. GSSAPI in tests/test_kerberos.py.
     """
 
     def __init__(self, upstream: tuple[str, int], *, users: dict[str, tuple[str, str]] | None
                  = None, validator: Any = None, max_reauth_ms: int = 0,  # noqa: ANN401
-                 grace: float = 0.5) -> None:
+                 grace: float = 0.5,
+                 mechanisms: dict[str, Callable[[], Callable[[bytes], tuple[str, Any]]]]
+                 | None = None) -> None:
         self.users = users or {}
+        self.mechanisms = mechanisms or {}
         self.validator = validator
         self.max_reauth_ms = max_reauth_ms
         self.grace = grace
@@ -316,6 +322,7 @@ class ReauthGateway(_Server):
               lock: threading.Lock, *, reauth: bool) -> bool:
         """Run a login from ``frame`` on (ApiVersions forwarded before the first)."""
         mechanism, scram, failed = "", None, ""
+        stepper: Callable[[bytes], tuple[str, Any]] | None = None
         while True:
             key, version, cid, body = _header(frame)
             if key == ApiKey.API_VERSIONS and not reauth:
@@ -327,7 +334,8 @@ class ReauthGateway(_Server):
                     raw.sendall(struct.pack(">i", len(answer)) + answer)
             elif key == ApiKey.SASL_HANDSHAKE:
                 mechanism = body["mechanism"]
-                offered = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+                offered = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER",
+                           *self.mechanisms]
                 ok = mechanism in offered and (not reauth or mechanism == session.mechanism)
                 self._send(raw, lock, key, version, cid,
                            {"error_code": 0 if ok else 33, "mechanisms": offered})
@@ -338,7 +346,10 @@ class ReauthGateway(_Server):
                 if failed:                      # RFC 7628: the client's %x01 after our error
                     self._fail(raw, lock, key, version, cid, failed)
                     return False
-                if mechanism == "OAUTHBEARER":
+                if mechanism in self.mechanisms:
+                    stepper = stepper or self.mechanisms[mechanism]()
+                    outcome = stepper(token)
+                elif mechanism == "OAUTHBEARER":
                     outcome = self._oauthbearer(token, session)
                 elif mechanism == "PLAIN":
                     outcome = self._plain(token)

@@ -61,6 +61,10 @@ class SaslMechanism(Protocol):
     :class:`~kproto.errors.KprotoError` when the server's answers are wrong.
     It runs again for every re-authentication (KIP-368), so a mechanism with
     credentials that expire (OAUTHBEARER) sends its current ones each time.
+    A mechanism that names the broker it logs in to (GSSAPI's service
+    principal ``kafka/<host>``) also has ``for_host(host)``, returning the
+    mechanism for that broker: the connection calls it with the host it
+    connected to.
     """
 
     name: str
@@ -310,7 +314,8 @@ class BrokerConnection:
             out: bytes = body["auth_bytes"]
             return out
 
-        sasl.authenticate(exchange)
+        bind = getattr(sasl, "for_host", None)      # GSSAPI: the service is service/host
+        (sasl if bind is None else bind(self.host)).authenticate(exchange)
         ms, sent = lifetime
         if ms > 0:     # KIP-368: log in again at 85-95 % of it, as Java does
             self.session_ends_at = sent + ms / 1000

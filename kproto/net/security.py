@@ -32,6 +32,7 @@ from .jaas import merge_jaas
 from .stores import TLS_KEYS, tls_material
 
 if TYPE_CHECKING:
+    from .kerberos import SaslGssapi
     from .oauth import SaslOauthBearer
 
 __all__ = [
@@ -46,8 +47,9 @@ __all__ = [
 
 #: The values of ``security_protocol``.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-#: The SASL mechanisms kproto implements (OAUTHBEARER: kproto.net.oauth).
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+#: The SASL mechanisms kproto implements (OAUTHBEARER: kproto.net.oauth; GSSAPI:
+#: kproto.net.kerberos, with the kerberos extra).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 Exchange = Callable[[bytes], bytes]
 
@@ -217,7 +219,8 @@ def ssl_context_from_config(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
     return ctx
 
 
-def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | SaslOauthBearer | None:
+def sasl_from_config(cfg: Mapping[str, Any]
+                     ) -> SaslPlain | SaslScram | SaslOauthBearer | SaslGssapi | None:
     """The SASL mechanism for client settings ``cfg``, or None without SASL.
 
     Keys: ``security_protocol``, ``sasl_mechanism`` (``PLAIN``,
@@ -229,7 +232,8 @@ def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | SaslOaut
     with a non-SASL protocol, or a SASL protocol without a mechanism, is a
     ConfigError too. ``OAUTHBEARER`` (which sends a bearer token as it is, so
     the same flag applies) takes its settings from
-    :func:`kproto.net.oidc.oauthbearer_from_config`.
+    :func:`kproto.net.oidc.oauthbearer_from_config`, ``GSSAPI`` (Kerberos) from
+    :func:`kproto.net.kerberos.gssapi_from_config`.
     """
     c = _normalize(cfg)
     proto = _protocol(c)
@@ -245,9 +249,9 @@ def sasl_from_config(cfg: Mapping[str, Any]) -> SaslPlain | SaslScram | SaslOaut
         raise ConfigError(f"security_protocol {proto} needs sasl_mechanism "
                           f"({', '.join(SASL_MECHANISMS)})")
     if mechanism == "GSSAPI":
-        raise ConfigError("unsupported sasl_mechanism 'GSSAPI': Kerberos is not implemented in "
-                          "kproto yet (sasl_kerberos_service_name, _principal and _keytab are "
-                          "read, but no mechanism uses them)")
+        from .kerberos import gssapi_from_config
+
+        return gssapi_from_config(c)
     if mechanism not in SASL_MECHANISMS:
         raise ConfigError(f"unsupported sasl_mechanism {mechanism!r}; kproto supports "
                           f"{', '.join(SASL_MECHANISMS)}")

