@@ -388,11 +388,15 @@ def test_errors_say_where_and_what(text: str, words: str) -> None:
     f'{PLAIN} required username=u password=a;{SECRET} x;',
     f'{SECRET} required;',
     f'{PLAIN} {SECRET} username=u;',
+    f'{PLAIN} required username=u password="{SECRET}\udcff";',
 ])
 def test_errors_never_show_a_secret(text: str) -> None:
+    import traceback
+
     with pytest.raises(ConfigError) as info:
         jaas_settings(text)
-    assert SECRET not in str(info.value), str(info.value)
+    shown = "".join(traceback.format_exception(info.value)) + repr(info.value.__context__)
+    assert SECRET not in shown, str(info.value)
 
 
 # --------------------------------------------------------------------------- merging

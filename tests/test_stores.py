@@ -195,7 +195,9 @@ def test_passwords_that_no_store_can_hold(pki: Pki, bad: str) -> None:
         with pytest.raises(ConfigError) as info:
             ssl_context_from_config(_ssl(**cfg))
         text = "".join(__import__("traceback").format_exception(info.value))
-        assert bad not in text and bad not in repr(info.value.__context__)
+        if "\n" not in bad:        # refused before anything read it: nothing behind the error
+            assert info.value.__context__ is None
+        assert bad not in text and repr(bad)[1:-1] not in text
         no_secret_in(info.value)
 
 

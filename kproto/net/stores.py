@@ -559,10 +559,16 @@ def _check_password(c: Mapping[str, Any], key: str) -> None:
     text = str(value)
     if "\x00" in text:
         raise ConfigError(f"{_name(key)} contains a NUL character")
+    if not _is_text(text):      # (raised outside the except: no exception behind it)
+        raise ConfigError(f"{_name(key)} is not valid text (it has a lone surrogate)")
+
+
+def _is_text(value: str) -> bool:
     try:
-        text.encode("utf-8")
+        value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ConfigError(f"{_name(key)} is not valid text (it has a lone surrogate)") from None
+        return False
+    return True
 
 
 def tls_material(c: Mapping[str, Any]) -> TlsMaterial:
