@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -26,6 +28,9 @@ PY = VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 BUILD_INPUTS = ["pyproject.toml", "setup.py", "kproto/*.pyx", "kproto/*.pxd", "kproto/*.pxi",
                 "kproto/*.h"]
 BUILD_FLAGS = ["KPROTO_DEBUG", "KPROTO_SANITIZE"]    # setup.py's build switches
+#: Extras installed with "test" when they build on this machine; their tests skip without
+#: them, so a failure is a note, never a failed venv. extra -> the program its build needs.
+OPTIONAL_EXTRAS = {"kerberos": "krb5-config"}   # python-gssapi: MIT's libkrb5-dev
 
 
 def run(*cmd: str | Path, **kw: object) -> None:
@@ -51,6 +56,32 @@ def stamp(name: str, key: str) -> None:
     (VENV / f".kproto-{name}").write_text(key)
 
 
+def extra_requirements(extra: str) -> list[str]:
+    """The requirements of ``extra`` in pyproject.toml (read without tomllib, for 3.10)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    found = re.search(rf"^{re.escape(extra)} = \[(.*?)^\]", text, re.M | re.S)
+    return re.findall(r'^\s*"([^"]+)"', found.group(1), re.M) if found else []
+
+
+def ensure_optional() -> None:
+    """Install OPTIONAL_EXTRAS where they build; say why not where they do not."""
+    for extra, needs in OPTIONAL_EXTRAS.items():
+        tool = shutil.which(needs)
+        key = digest(["pyproject.toml"]) + f";{tool}"     # tried again once the tool appears
+        if stamped(f"optional-{extra}", key):
+            continue
+        if tool is None:
+            print(f"note: not installing the '{extra}' extra: {needs} is missing (Debian: "
+                  f"apt-get install libkrb5-dev); its tests will skip", flush=True)
+        else:
+            cmd = [str(PY), "-m", "pip", "install", "-q", *extra_requirements(extra)]
+            print("+", " ".join(cmd), flush=True)
+            if subprocess.run(cmd, cwd=ROOT).returncode:
+                print(f"note: the '{extra}' extra did not install; its tests will skip",
+                      flush=True)
+        stamp(f"optional-{extra}", key)
+
+
 def ensure(extras: str) -> None:
     """Create the venv, install build + ``extras`` dependencies, build kproto in place."""
     if not PY.exists():
@@ -62,6 +93,8 @@ def ensure(extras: str) -> None:
             "numpy>=2.0")
         run(PY, "-m", "pip", "install", "-q", "--no-build-isolation", "-e", f".[{extras}]")
         stamp(f"deps-{extras}", deps_key)
+    if "test" in extras.split(","):
+        ensure_optional()
     build_key = digest(BUILD_INPUTS) + "".join(f";{k}={os.environ.get(k) == '1'}"
                                                for k in BUILD_FLAGS)
     if not stamped("build", build_key):
