@@ -216,6 +216,10 @@ def test_files_that_are_not_stores(pki: Pki, tmp_path: Path) -> None:
     _fails({"ssl.keystore.location": str(fifo), "ssl.keystore.password": KS_PASS},
            "not a regular file")
     assert time.monotonic() - start < 5         # never opened: it would block
+    for key in ("ssl.ca.location", "ssl.certificate.location"):
+        _fails({key: str(fifo)}, key, "not a regular file")
+    _fails({"ssl.certificate.location": pki.ca_pem, "ssl.key.location": str(fifo)},
+           "ssl.key.location", "not a regular file")
 
 
 def test_dates_of_the_client_certificate(pki: Pki, tmp_path: Path) -> None:

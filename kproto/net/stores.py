@@ -185,9 +185,9 @@ class TlsMaterial:
 # --------------------------------------------------------------------------- reading
 
 
-def _read(path: Any, key: str) -> bytes:
-    """The bytes of the file ``path`` names (setting ``key``): a regular file of
-    at most MAX_STORE_BYTES, or a ConfigError that says what it is instead."""
+def _regular(path: Any, key: str) -> None:
+    """``path`` (setting ``key``) is a regular file of at most MAX_STORE_BYTES, or a
+    ConfigError says what it is instead (a FIFO or a device would block the read)."""
     where = f"{_name(key)} {str(path)!r}"
     try:
         info = os.stat(path)
@@ -200,6 +200,12 @@ def _read(path: Any, key: str) -> bytes:
     if info.st_size > MAX_STORE_BYTES:
         raise ConfigError(f"{where} is {info.st_size} bytes, more than a key store or PEM "
                           f"file can be ({MAX_STORE_BYTES} bytes)")
+
+
+def _read(path: Any, key: str) -> bytes:
+    """The bytes of the file ``path`` names (setting ``key``), checked by :func:`_regular`."""
+    where = f"{_name(key)} {str(path)!r}"
+    _regular(path, key)
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_STORE_BYTES + 1)
@@ -299,7 +305,10 @@ _CACHE_KEY = secrets.token_bytes(32)     # passwords reach the cache key only th
 
 
 def _cache_key(path: str, *parts: Any) -> tuple[Any, ...]:
-    info = os.stat(path)
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise ConfigError(f"{path!r}: {exc.strerror or exc}") from None
     secret = hmac.new(_CACHE_KEY, repr(parts).encode("utf-8", "surrogatepass"),
                       hashlib.sha256).digest()
     return (os.path.realpath(path), info.st_ino, info.st_size, info.st_mtime_ns, secret)
@@ -594,7 +603,9 @@ def tls_material(c: Mapping[str, Any]) -> TlsMaterial:
         out["cadata"] = _truststore(c)
     elif _given(c, "ssl_cafile"):
         path = str(c["ssl_cafile"])
-        out["capath" if os.path.isdir(path) else "cafile"] = path   # librdkafka: a CA dir
+        if os.path.exists(path) and not os.path.isdir(path):   # librdkafka: a CA directory
+            _regular(path, "ssl_cafile")        # (a missing file: ssl's own error)
+        out["capath" if os.path.isdir(path) else "cafile"] = path
     password = c.get("ssl_password")
     password = None if password is None else str(password)
     if _given(c, "ssl_certdata") or _given(c, "ssl_keydata"):
@@ -610,6 +621,9 @@ def tls_material(c: Mapping[str, Any]) -> TlsMaterial:
     elif _given(c, "ssl_keystore_location"):
         out["identity"] = _keystore(c)
     elif _given(c, "ssl_certfile"):
+        for key in ("ssl_certfile", "ssl_keyfile"):
+            if _given(c, key) and os.path.exists(str(c[key])):
+                _regular(str(c[key]), key)
         _check_pem_certfile(str(c["ssl_certfile"]))
         out.update(certfile=str(c["ssl_certfile"]), password=password,
                    keyfile=str(c["ssl_keyfile"]) if _given(c, "ssl_keyfile") else None)
