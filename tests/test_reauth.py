@@ -163,7 +163,7 @@ def test_requests_in_flight_while_reauthenticating(fresh: ReauthGateway, oidc: O
         with SelectorDriver() as driver:
             start = time.monotonic()
             assert driver.wait([conn], time.monotonic() + 5) == [conn]
-            assert time.monotonic() - start < 0.1
+            assert time.monotonic() - start < 0.5       # (the new Fetch is held 1.5 s)
         kept = conn.receive(time.monotonic())          # no wait, no read
         assert [r.request for r in kept] == sent[:4]     # each answer to its request
         assert all(r.error is None for r in kept) and conn.in_flight == 1
