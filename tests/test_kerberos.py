@@ -27,6 +27,7 @@ import os
 import pickle
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -95,19 +96,20 @@ def realm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Realm]:
 class KafkaGssapiServer:
     """Java's GssKrb5Server as Kafka's broker runs it (see the module docstring).
 
-    One object per login. ``challenge`` replaces the security-layer challenge
-    (hostile-server tests); refusals are Kafka's message, the reason goes to
-    ``reasons`` (what the broker would log).
+    One object per login. ``challenge`` replaces the security-layer challenge and
+    ``ap_rep`` changes the AP-REP (hostile-server tests); refusals are Kafka's
+    message, the reason goes to ``reasons`` (what the broker would log).
     """
 
     def __init__(self, keytab: Path, reasons: list[str], *, qop: int = 1,
-                 challenge: Callable[[Any], bytes] | None = None) -> None:
+                 challenge: Callable[[Any], bytes] | None = None,
+                 ap_rep: Callable[[bytes], bytes] | None = None) -> None:
         import gssapi
 
         self.gssapi = gssapi
         creds = gssapi.Credentials(usage="accept", store={"keytab": str(keytab)})
         self.ctx = gssapi.SecurityContext(creds=creds, usage="accept")
-        self.reasons, self.qop, self.challenge = reasons, qop, challenge
+        self.reasons, self.qop, self.challenge, self.ap_rep = reasons, qop, challenge, ap_rep
         self.stage = 0
         self.peer = self.authzid = ""
 
@@ -124,8 +126,8 @@ class KafkaGssapiServer:
             if not self.ctx.complete:
                 return "continue", out or b""
             self.stage, self.peer = 1, str(self.ctx.initiator_name)
-            if out:
-                return "continue", out              # mutual authentication: the AP-REP
+            if out:                                 # mutual authentication: the AP-REP
+                return "continue", self.ap_rep(out) if self.ap_rep else out
             token = b""                             # none: the challenge follows at once
         if self.stage == 1:                         # doHandshake1
             if token:
@@ -225,6 +227,10 @@ def test_kinit_cmd_refused_min_time_accepted() -> None:
     with pytest.raises(ConfigError, match="kinit.cmd is not supported"):
         sasl_from_config({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI",
                           "sasl_kerberos_kinit_cmd": "/usr/bin/kinit -R"})
+    for bad in ("abc", "0", -5):
+        with pytest.raises(ConfigError, match="request_timeout_ms must be a positive"):
+            sasl_from_config({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI",
+                              "request_timeout_ms": bad})
     done = resolve("producer", {"bootstrap.servers": "b:1",
                                 "sasl.kerberos.min.time.before.relogin": "0"})
     assert done["sasl_kerberos_min_time_before_relogin"] == 0
@@ -257,8 +263,9 @@ def test_settings_with_java_and_librdkafka_names(realm: Realm) -> None:
     assert (cache.use_ticket_cache, cache.ticket_cache) == (True, "FILE:/tmp/kc")
 
 
-@pytest.mark.parametrize("what", ["missing", "directory", "not a keytab", "empty",
-                                  "other principal", "service slash"])
+@pytest.mark.parametrize("what", ["missing", "directory", "fifo", "not a keytab", "empty",
+                                  "other principal", "malformed principal",
+                                  "service slash"])
 def test_bad_keytab_settings_are_config_errors(realm: Realm, tmp_path: Path,
                                                what: str) -> None:
     from kproto.net.kerberos import SaslGssapi
@@ -267,13 +274,18 @@ def test_bad_keytab_settings_are_config_errors(realm: Realm, tmp_path: Path,
     text.write_text("[libdefaults]\n")
     empty = tmp_path / "empty.keytab"
     empty.write_bytes(b"")
+    fifo = tmp_path / "fifo.keytab"
+    os.mkfifo(fifo)                                       # reading it would block for ever
     keytab, principal, service, words = {
         "missing": (tmp_path / "nope.keytab", "alice", "kafka", "does not exist"),
         "directory": (tmp_path, "alice", "kafka", "is a directory"),
+        "fifo": (fifo, "alice", "kafka", "is not a regular file"),
         "not a keytab": (text, "alice", "kafka", "not a Kerberos keytab"),
         "empty": (empty, None, "kafka", "not a Kerberos keytab"),
         "other principal": (realm.alice, "bob", "kafka", "has no key for bob.*No key table "
                                                          "entry found for bob@KPROTO.TEST"),
+        "malformed principal": (realm.alice, "a@b@c", "kafka", "principal 'a@b@c': "
+                                                              "Malformed representation"),
         "service slash": (realm.alice, "alice", "kafka/host", "first part of the broker"),
     }[what]
     with pytest.raises(ConfigError, match=words) as info:
@@ -476,6 +488,50 @@ def test_kdc_that_never_answers(gateway: Gateway, realm: Realm, tmp_path: Path,
 
 
 @pytest.mark.broker
+def test_kdc_that_answers_garbage(gateway: Gateway, realm: Realm, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    liar = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = liar.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"\x00\x00\x00\x05hello")
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        conf = realm.kdc.krb5_config.read_text().replace(
+            f"kdc = 127.0.0.1:{realm.kdc.port}", f"kdc = 127.0.0.1:{liar.getsockname()[1]}")
+        (tmp_path / "krb5.conf").write_text(conf)
+        monkeypatch.setenv("KRB5_CONFIG", str(tmp_path / "krb5.conf"))
+        err = _refused(gateway.address, _keytab_mech(realm, kdc_timeout=5.0))
+        assert "login as alice from keytab" in str(err), str(err)
+    finally:
+        liar.close()
+
+
+@pytest.mark.broker
+def test_clock_skew_between_kdc_and_broker(gateway: Gateway, realm: Realm,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # a KDC an hour ahead (krb5kdc -T): its tickets start in the broker's future
+    from kproto.net.kerberos import SaslGssapi
+    from kproto.testing import KerberosKdc
+
+    with KerberosKdc("SKEW.TEST", time_offset=3600) as skewed:
+        alice = skewed.add_principal("alice")
+        service = skewed.add_principal("kafka/127.0.0.1")
+        monkeypatch.setenv("KRB5_CONFIG", str(skewed.krb5_config))
+        gateway.gw.mechanisms["GSSAPI"] = _server(realm, gateway.reasons, keytab=service)
+        err = _refused(gateway.address, SaslGssapi(principal="alice", keytab=str(alice)))
+    assert FAILED in str(err) and "clocks more than 5 minutes apart" in str(err)
+    assert any("Ticket not yet valid" in r for r in gateway.reasons), gateway.reasons
+
+
+@pytest.mark.broker
 @pytest.mark.parametrize("challenge, words", [
     (lambda ctx: b"\x00garbage" * 5, "security-layer message (40 bytes) did not verify"),
     (lambda ctx: b"", "security-layer message (0 bytes) did not verify"),
@@ -488,6 +544,16 @@ def test_hostile_security_layer_step(gateway: Gateway, realm: Realm,
     gateway.gw.mechanisms["GSSAPI"] = _server(realm, gateway.reasons, challenge=challenge)
     err = _refused(gateway.address, _keytab_mech(realm))
     assert words in str(err)
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("ap_rep", [lambda t: t[:-3], lambda t: b"\x00" * len(t),
+                                    lambda t: b""], ids=["cut", "zeros", "empty"])
+def test_hostile_ap_rep(gateway: Gateway, realm: Realm, ap_rep: Callable[[bytes], bytes]
+                        ) -> None:
+    gateway.gw.mechanisms["GSSAPI"] = _server(realm, gateway.reasons, ap_rep=ap_rep)
+    err = _refused(gateway.address, _keytab_mech(realm))
+    assert "the broker's Kerberos answer did not verify (service kafka/127.0.0.1)" in str(err)
 
 
 @pytest.mark.broker

@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import stat
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -158,7 +159,14 @@ class SaslGssapi:
             raise ConfigError("SASL GSSAPI has nothing to log in with: no keytab "
                               "(sasl.kerberos.keytab) and the ticket cache turned off "
                               "(useTicketCache=false)")
-        import_gssapi()
+        gssapi = import_gssapi()
+        name = self._name(gssapi)
+        if name is not None:
+            try:                                        # parses it: a malformed one fails here
+                name.canonicalize(gssapi.MechType.kerberos)
+            except gssapi.exceptions.GSSError as exc:
+                raise self._explain(exc, f"sasl.kerberos.principal {self.principal!r}",
+                                    ConfigError) from None
         if self.keytab is not None:
             self.check_keytab()
 
@@ -211,12 +219,19 @@ class SaslGssapi:
         Kerberos itself; no network."""
         path = self.keytab
         assert path is not None
-        shown = path[len("FILE:"):] if path.startswith("FILE:") else path
-        if ":" not in path or path.startswith("FILE:"):
-            if os.path.isdir(shown):
+        kind, sep, rest = path.partition(":")
+        if not sep or kind == "FILE" or "/" in kind:       # a file (not MEMORY:, KEYRING:...)
+            shown = rest if kind == "FILE" else path
+            try:
+                mode = os.stat(shown).st_mode
+            except FileNotFoundError:
+                raise ConfigError(f"sasl.kerberos.keytab {path!r} does not exist") from None
+            except OSError as exc:
+                raise ConfigError(f"sasl.kerberos.keytab {path!r}: {exc.strerror}") from None
+            if stat.S_ISDIR(mode):
                 raise ConfigError(f"sasl.kerberos.keytab {path!r} is a directory, not a keytab")
-            if not os.path.exists(shown):
-                raise ConfigError(f"sasl.kerberos.keytab {path!r} does not exist")
+            if not stat.S_ISREG(mode):                     # a FIFO would block the read
+                raise ConfigError(f"sasl.kerberos.keytab {path!r} is not a regular file")
             if not os.access(shown, os.R_OK):
                 raise ConfigError(f"sasl.kerberos.keytab {path!r} is not readable by this "
                                   f"process (uid {os.getuid()})")
@@ -400,6 +415,12 @@ def gssapi_from_config(c: Mapping[str, Any]) -> SaslGssapi:
                               f"{cache!r}")
         cache = low == "true"
     timeout = c.get("request_timeout_ms")
+    try:
+        kdc_timeout = float(timeout) / 1000 if timeout not in (None, "") else 30.0
+    except (TypeError, ValueError):
+        kdc_timeout = -1.0
+    if not kdc_timeout > 0:
+        raise ConfigError(f"request_timeout_ms must be a positive number, not {timeout!r}")
 
     def text(key: str) -> str | None:
         value = c.get(key)
@@ -411,5 +432,5 @@ def gssapi_from_config(c: Mapping[str, Any]) -> SaslGssapi:
         keytab=text("sasl_kerberos_keytab"),
         use_ticket_cache=None if cache is None else bool(cache),
         ticket_cache=text("sasl_kerberos_ticket_cache"),
-        kdc_timeout=float(timeout) / 1000 if timeout else 30.0,
+        kdc_timeout=kdc_timeout,
     )
