@@ -591,3 +591,15 @@ def test_keytab_file_unreadable(realm: Realm, tmp_path: Path) -> None:
     path.chmod(0)
     with pytest.raises(ConfigError, match="not readable"):
         SaslGssapi(principal="alice", keytab=str(path))
+
+
+def test_principal_without_realm_and_no_default_realm(realm: Realm, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from kproto.net.kerberos import SaslGssapi
+
+    conf = tmp_path / "krb5.conf"
+    conf.write_text("[libdefaults]\n  dns_lookup_realm = false\n")
+    monkeypatch.setenv("KRB5_CONFIG", str(conf))
+    with pytest.raises(ConfigError, match=f"{conf} names no default_realm: set it, or give "
+                                          r"the principal with its realm \(name@REALM\)"):
+        SaslGssapi(principal="alice")

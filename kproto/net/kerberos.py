@@ -85,6 +85,8 @@ _HINTS = (
     (r"cannot contact any kdc", "no KDC of the realm answers (is it running? the realm's "
      "kdc entries in {krb5conf})"),
     (r"cannot find kdc", "krb5.conf names no KDC for the realm ({krb5conf})"),
+    (r"default realm", "{krb5conf} names no default_realm: set it, or give the principal "
+     "with its realm (name@REALM)"),
     (r"clock skew", "this machine's clock and the KDC's or broker's differ by more than "
      "Kerberos allows (5 minutes by default): sync the clocks (NTP)"),
     (r"^server .*not found in kerberos database", "the KDC knows no service principal "
@@ -323,16 +325,16 @@ class SaslGssapi:
                               "BrokerConnection do it")
         gssapi = import_gssapi()
         flags = gssapi.RequirementFlag
-        target = gssapi.Name(f"{self.service_name}@{self.host}",
-                             gssapi.NameType.hostbased_service)
 
         def start() -> tuple[Any, bytes | None]:
             creds = self._credentials(gssapi)
-            ctx = gssapi.SecurityContext(
-                name=target, creds=creds, usage="initiate",
-                flags=flags.mutual_authentication | flags.integrity | flags.confidentiality
-                | flags.out_of_sequence_detection)
             try:
+                target = gssapi.Name(f"{self.service_name}@{self.host}",
+                                     gssapi.NameType.hostbased_service)
+                ctx = gssapi.SecurityContext(
+                    name=target, creds=creds, usage="initiate",
+                    flags=flags.mutual_authentication | flags.integrity
+                    | flags.confidentiality | flags.out_of_sequence_detection)
                 return ctx, ctx.step(b"")          # asks the KDC for a service ticket
             except gssapi.exceptions.GSSError as exc:
                 raise self._explain(exc, f"no ticket for service {self.service} (broker "
