@@ -23,7 +23,8 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["resolve", "OPTIONS", "Option"]
+__all__ = ["resolve", "OPTIONS", "Option", "Settings", "SECRET_OPTIONS",
+           "endpoint_identification"]
 
 COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
 _ALL = frozenset({PRODUCER, CONSUMER, ADMIN})
@@ -316,37 +317,90 @@ ALIASES = {
 }
 
 
-def _endpoint_identification(v: Any) -> bool:
-    return str(v or "").strip().lower() == "https"
+def endpoint_identification(v: Any) -> bool:
+    """Java's and librdkafka's ``ssl.endpoint.identification.algorithm``: ``https``
+    checks the broker's host name, empty or ``none`` does not; anything else is a
+    ValueError (Java fails every handshake on an algorithm it does not know and
+    librdkafka refuses the setting: a typo must not turn the check off)."""
+    text = str(v).strip().lower()
+    if text == "https":
+        return True
+    if text in ("", "none"):
+        return False
+    raise ValueError(f"ssl.endpoint.identification.algorithm must be 'https' (check the "
+                     f"broker's host name against its certificate) or empty (do not), "
+                     f"not {v!r}")
 
 
 #: Keys whose value converts into another option.
 _SPECIAL = {
-    "ssl_endpoint_identification_algorithm": ("ssl_check_hostname", _endpoint_identification),
+    "ssl_endpoint_identification_algorithm": ("ssl_check_hostname", endpoint_identification),
     "enable_ssl_certificate_verification": ("ssl_verify", _bool),
 }
 
 
+#: Options whose values are secrets: ``***`` in a :class:`Settings`' repr.
+SECRET_OPTIONS = frozenset({
+    "sasl_plain_password", "sasl_jaas_config", "ssl_password", "ssl_truststore_password",
+    "ssl_keystore_password", "ssl_keydata", "sasl_oauthbearer_client_secret",
+    "sasl_oauthbearer_config"})
+
+
+_MASKED = "'***'"
+
+
+class Settings(dict[str, Any]):
+    """Resolved client settings: a dict whose ``repr()`` and ``str()`` show the
+    values of :data:`SECRET_OPTIONS` as ``***`` (what ``print(producer.config)``
+    shows); the values themselves are unchanged."""
+
+    def __repr__(self) -> str:
+        shown = (f"{k!r}: {_MASKED if k in SECRET_OPTIONS and v is not None else repr(v)}"
+                 for k, v in self.items())
+        return "{" + ", ".join(shown) + "}"
+
+    __str__ = __repr__
+
+
+def _refuse_two_names(origin: dict[str, str], target: str, raw_key: Any,  # noqa: ANN401
+                      given: Mapping[str, Any], value: Any) -> None:  # noqa: ANN401
+    """One setting under two of its names (Java's, librdkafka's, kproto's) in one source
+    with different values: a ConfigError naming both, never the values."""
+    first = origin.setdefault(target, str(raw_key))
+    if first != str(raw_key) and given.get(target) != value:
+        raise ConfigError(f"config {first!r} and {str(raw_key)!r} are the same setting "
+                          f"({target}) with different values: give it once (kproto does not "
+                          "pick one)")
+
+
 def resolve(client: str, config: Mapping[str, Any] | None = None, **kwargs: Any
-            ) -> dict[str, Any]:
+            ) -> Settings:
     """The full settings of a ``client`` ("producer", "consumer", "admin").
 
     ``config`` (dotted or underscored names) and ``kwargs`` are merged, kwargs
     winning; every option of the client is present in the result, at its
     default when not given. Raises :class:`ConfigError` for unknown keys, keys
-    of another client, and values that do not convert.
+    of another client, values that do not convert, and one setting given under
+    two of its names (``sasl.username`` and ``sasl_plain_username``) with
+    different values in one of the two. The result's repr hides secrets
+    (:class:`Settings`).
     """
     given: dict[str, Any] = {}
     for source in (config or {}), kwargs:
+        origin: dict[str, str] = {}
         for raw_key, value in source.items():
             key = str(raw_key).strip().replace(".", "_").replace("-", "_").lower()
             key = ALIASES.get(key, key)
             if key in _SPECIAL:
                 target, conv = _SPECIAL[key]
+                if value is None:
+                    continue                # unset: the default applies
                 try:
-                    given[target] = conv(value)
+                    flag = conv(value)
                 except ValueError as exc:
                     raise ConfigError(f"config {raw_key!r}: {exc}") from None
+                _refuse_two_names(origin, target, raw_key, given, flag)
+                given[target] = flag
                 continue
             opt = OPTIONS.get(key)
             if opt is None:
@@ -358,11 +412,14 @@ def resolve(client: str, config: Mapping[str, Any] | None = None, **kwargs: Any
                 raise ConfigError(f"config {raw_key!r} applies to the {takers}, "
                                   f"not the {client}")
             try:
-                given[key] = value if value is None and opt.default is None \
+                converted = value if value is None and opt.default is None \
                     else opt.convert(value)
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"config {raw_key!r}: {exc}") from None
-    settings = {name: opt.default for name, opt in OPTIONS.items() if client in opt.clients}
+            _refuse_two_names(origin, key, raw_key, given, converted)
+            given[key] = converted
+    settings = Settings((name, opt.default) for name, opt in OPTIONS.items()
+                        if client in opt.clients)
     settings.update(given)
     if not settings.get("bootstrap_servers"):
         raise ConfigError(f"the {client} needs bootstrap_servers ('host:port,...')")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..config import Settings
 from ..errors import (
     BrokerError,
     ErrorCode,
@@ -162,7 +163,7 @@ class Cluster:
     """
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
-        self.settings = dict(settings)
+        self.settings = Settings(settings)         # its repr hides secrets
         self.bootstrap_servers: list[str] = list(settings["bootstrap_servers"])
         self.client_id: str = settings.get("client_id") or "kproto"
         self.request_timeout = settings.get("request_timeout_ms", 30000) / 1000

@@ -27,6 +27,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..config import endpoint_identification
 from ..errors import ConfigError, SaslAuthenticationFailedError
 from .jaas import merge_jaas
 from .stores import TLS_KEYS, tls_material
@@ -139,29 +140,39 @@ _ALIASES = {
 }
 
 
-def _truthy(value: Any) -> bool:
+def _truthy(value: Any, key: str) -> bool:
     if isinstance(value, str):
         low = value.strip().lower()
         if low in ("true", "1", "yes", "on"):
             return True
         if low in ("false", "0", "no", "off", ""):
             return False
-        raise ConfigError(f"not a boolean: {value!r}")
+        raise ConfigError(f"{key} must be true or false, not {value!r}")
     return bool(value)
 
 
 def _normalize(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Underscored lower-case keys, Kafka's aliases resolved."""
+    """Underscored lower-case keys, Kafka's aliases resolved; one setting under two of
+    its names with different values is a ConfigError (as in :func:`kproto.config.resolve`)."""
     out: dict[str, Any] = {}
+    origin: dict[str, str] = {}
     for raw, value in cfg.items():
         key = str(raw).strip().replace(".", "_").replace("-", "_").lower()
         if value is None:
             continue        # unset: the default applies
         if key == "ssl_endpoint_identification_algorithm":
-            key, value = "ssl_check_hostname", str(value or "").strip().lower() == "https"
+            try:
+                key, value = "ssl_check_hostname", endpoint_identification(value)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         elif key == "enable_ssl_certificate_verification":
             key = "ssl_verify"
-        out[_ALIASES.get(key, key)] = value
+        key = _ALIASES.get(key, key)
+        first = origin.setdefault(key, str(raw))
+        if first != str(raw) and out[key] != value:
+            raise ConfigError(f"{first!r} and {str(raw)!r} are the same setting ({key}) with "
+                              "different values: give it once (kproto does not pick one)")
+        out[key] = value
     return out
 
 
@@ -210,8 +221,8 @@ def ssl_context_from_config(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
     ctx = make_ssl_context(
         cafile=found.cafile, capath=found.capath, cadata=found.cadata,
         certfile=found.certfile, keyfile=found.keyfile, password=found.password or None,
-        check_hostname=True if check is None else _truthy(check),
-        verify=True if verify is None else _truthy(verify),
+        check_hostname=True if check is None else _truthy(check, "ssl_check_hostname"),
+        verify=True if verify is None else _truthy(verify, "ssl_verify"),
         ciphers=c.get("ssl_ciphers") or None,
     )
     if found.identity is not None:
@@ -256,7 +267,8 @@ def sasl_from_config(cfg: Mapping[str, Any]
         raise ConfigError(f"unsupported sasl_mechanism {mechanism!r}; kproto supports "
                           f"{', '.join(SASL_MECHANISMS)}")
     if mechanism == "OAUTHBEARER":
-        if proto == "SASL_PLAINTEXT" and not _truthy(c.get("sasl_allow_plaintext_plain")):
+        if proto == "SASL_PLAINTEXT" and not _truthy(c.get("sasl_allow_plaintext_plain"),
+                                                    "sasl_allow_plaintext_plain"):
             raise ConfigError("SASL OAUTHBEARER over SASL_PLAINTEXT would send the bearer token "
                               "in clear: use SASL_SSL, or set sasl_allow_plaintext_plain=True")
         from .oidc import oauthbearer_from_config
@@ -268,7 +280,8 @@ def sasl_from_config(cfg: Mapping[str, Any]
         raise ConfigError(f"sasl_mechanism {mechanism} needs sasl_plain_username and "
                           f"sasl_plain_password")
     if mechanism == "PLAIN":
-        if proto == "SASL_PLAINTEXT" and not _truthy(c.get("sasl_allow_plaintext_plain")):
+        if proto == "SASL_PLAINTEXT" and not _truthy(c.get("sasl_allow_plaintext_plain"),
+                                                    "sasl_allow_plaintext_plain"):
             raise ConfigError("SASL PLAIN over SASL_PLAINTEXT would send the password in "
                               "clear: use SASL_SSL, a SCRAM mechanism, or set "
                               "sasl_allow_plaintext_plain=True")
