@@ -8,6 +8,9 @@ values, secrets printed with a client's settings; stores as Java takes them
 
 from __future__ import annotations
 
+import os
+import ssl
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +19,11 @@ from kproto.admin import Admin
 from kproto.config import resolve
 from kproto.consumer import Consumer
 from kproto.errors import ConfigError
-from kproto.net.security import sasl_from_config, ssl_context_from_config
+from kproto.net import stores
+from kproto.net.security import _normalize, sasl_from_config, ssl_context_from_config
 from kproto.producer import Producer
+
+from .tls_support import keytool, need_keytool
 
 SECRETS = ("Sekr1t-one", "Sekr1t-two", "Sekr1t-three", "Sekr1t-four", "Sekr1t-five")
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
@@ -127,3 +133,125 @@ def test_clients_config_attribute_prints_without_secrets() -> None:
             assert client.config["sasl_plain_password"] == SECRETS[0]
         finally:
             client.close()
+
+
+# ------------------------------------------------------------------ stores as Java reads them
+
+
+def _keytool_pki(folder: Path) -> dict[str, str]:
+    """A CA (trusted certificate entry) and a client key whose password is not the
+    store's, in one JKS: a key store that is also the trust store, as Java takes it."""
+    f = lambda name: str(folder / name)  # noqa: E731
+    keytool("-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048", "-dname",
+            "CN=attack-ca", "-ext", "bc:c", "-validity", "30", "-keystore", f("ca.p12"),
+            "-storetype", "PKCS12", "-storepass", SECRETS[1])
+    keytool("-exportcert", "-rfc", "-alias", "ca", "-keystore", f("ca.p12"), "-storepass",
+            SECRETS[1], "-file", f("ca.pem"))
+    both = f("both.jks")
+    keytool("-importcert", "-noprompt", "-alias", "kafka-ca", "-file", f("ca.pem"),
+            "-keystore", both, "-storetype", "JKS", "-storepass", SECRETS[1])
+    keytool("-genkeypair", "-alias", "me", "-keyalg", "EC", "-groupname", "secp256r1", "-dname",
+            "CN=attack-client", "-validity", "30", "-keystore", both, "-storetype", "JKS",
+            "-storepass", SECRETS[1], "-keypass", SECRETS[2])
+    keytool("-exportcert", "-rfc", "-alias", "me", "-keystore", both, "-storepass", SECRETS[1],
+            "-file", f("me.pem"))
+    return {"ca": f("ca.pem"), "me": f("me.pem"), "both": both, "ca_p12": f("ca.p12")}
+
+
+@pytest.fixture(scope="module")
+def jks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    need_keytool()
+    pytest.importorskip("cryptography")
+    return _keytool_pki(tmp_path_factory.mktemp("attack-pki"))
+
+
+def _der(pem_path: str) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(Path(pem_path).read_text())
+
+
+def test_a_key_store_used_as_trust_store_needs_no_key_password(jks: dict[str, str]) -> None:
+    """Java's trust manager takes a JKS's trusted certificates and its key entries'
+    certificates, reading no key: neither the key's password nor (JKS) the store's is
+    needed. kproto converted the whole store with keytool, which asked for the key's
+    password: a ConfigError naming ssl.key.password for a trust store."""
+    for password in (SECRETS[1], None):
+        stores._CACHE.clear()
+        cfg = {"security.protocol": "SSL", "ssl.truststore.location": jks["both"],
+               "ssl.truststore.password": password}
+        ctx = ssl_context_from_config(cfg)
+        assert ctx is not None and _der(jks["ca"]) in ctx.get_ca_certs(binary_form=True)
+        found = stores.tls_material(_normalize(cfg)).cadata     # (no CA: not listed above)
+        assert found is not None and _der(jks["me"]) in found
+    # a wrong store password is still the store password's error
+    stores._CACHE.clear()
+    with pytest.raises(ConfigError, match="ssl.truststore.password .*is wrong") as info:
+        ssl_context_from_config({"security.protocol": "SSL",
+                                 "ssl.truststore.location": jks["both"],
+                                 "ssl.truststore.password": SECRETS[3]})
+    assert SECRETS[3] not in str(info.value)
+
+
+@pytest.mark.parametrize(("given", "file"), [("JKS", "ca_p12"), ("PKCS12", "both"),
+                                             ("JCEKS", "both")])
+def test_a_store_type_is_read_as_java_reads_it(jks: dict[str, str], given: str,
+                                               file: str) -> None:
+    """Java's KeyStore of type JKS loads PKCS12 files and PKCS12 loads JKS (JDK 8u60+,
+    keystore.type.compat), JCEKS loads JKS: stores made PKCS12 by JDK 9+ often keep
+    ssl.truststore.type=JKS. kproto refused them."""
+    stores._CACHE.clear()
+    ctx = ssl_context_from_config({"security.protocol": "SSL",
+                                   "ssl.truststore.location": jks[file],
+                                   "ssl.truststore.password": SECRETS[1],
+                                   "ssl.truststore.type": given})
+    assert ctx is not None and _der(jks["ca"]) in ctx.get_ca_certs(binary_form=True)
+    if file == "both":          # and as a key store (the key's own password)
+        stores._CACHE.clear()
+        ctx = ssl_context_from_config({"security.protocol": "SSL",
+                                       "ssl.keystore.location": jks[file],
+                                       "ssl.keystore.password": SECRETS[1],
+                                       "ssl.key.password": SECRETS[2],
+                                       "ssl.keystore.type": given})
+        assert ctx is not None
+
+
+def test_a_store_rewritten_in_place_is_read_again(jks: dict[str, str], tmp_path: Path) -> None:
+    """The per-process store cache was keyed on the file's inode, size and mtime: a
+    store rewritten in place with the same size and time (cp -p, rsync -t, a coarse
+    file system clock) kept serving the old CAs to every new client. Java reads the
+    file for every new client; so does kproto now (a client keeps what it read)."""
+    first, second = tmp_path / "a.jks", tmp_path / "b.jks"
+    for attempt in range(30):    # keytool's random serial numbers vary the size by a byte
+        for path, name in ((first, "one"), (second, f"tw{attempt % 10}")):
+            if path.exists() and path is first:
+                continue
+            path.unlink(missing_ok=True)
+            keytool("-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048",
+                    "-dname", f"CN=rotate-{name}", "-ext", "bc:c", "-validity", "30", "-keystore",
+                    str(path) + ".p12", "-storetype", "PKCS12", "-storepass", SECRETS[1])
+            keytool("-exportcert", "-rfc", "-alias", "ca", "-keystore", str(path) + ".p12",
+                    "-storepass", SECRETS[1], "-file", str(path) + ".pem")
+            Path(str(path) + ".p12").unlink()
+            keytool("-importcert", "-noprompt", "-alias", "ca", "-file", str(path) + ".pem",
+                    "-keystore", str(path), "-storetype", "JKS", "-storepass", SECRETS[1])
+        if first.stat().st_size == second.stat().st_size:
+            break
+    else:
+        pytest.fail("no two stores of one size in 30 tries")
+    live = tmp_path / "truststore.jks"
+    live.write_bytes(first.read_bytes())
+    cfg = {"security.protocol": "SSL", "ssl.truststore.location": str(live),
+           "ssl.truststore.password": SECRETS[1]}
+    stores._CACHE.clear()
+    old = ssl_context_from_config(cfg)
+    assert old is not None and _der(str(first) + ".pem") in old.get_ca_certs(binary_form=True)
+    was = live.stat()
+    with open(live, "r+b") as f:            # in place: the same inode
+        f.write(second.read_bytes())
+    os.utime(live, ns=(was.st_atime_ns, was.st_mtime_ns))
+    assert (live.stat().st_ino, live.stat().st_size) == (was.st_ino, was.st_size)
+    new = ssl_context_from_config(cfg)
+    assert new is not None
+    assert _der(str(second) + ".pem") in new.get_ca_certs(binary_form=True)
+    assert _der(str(first) + ".pem") not in new.get_ca_certs(binary_form=True)
+    # the client made before keeps what it read, as Java's does
+    assert _der(str(first) + ".pem") in old.get_ca_certs(binary_form=True)

@@ -304,14 +304,13 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_KEY = secrets.token_bytes(32)     # passwords reach the cache key only through HMAC
 
 
-def _cache_key(path: str, *parts: Any) -> tuple[Any, ...]:
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise ConfigError(f"{path!r}: {exc.strerror or exc}") from None
+def _cache_key(data: bytes, *parts: Any) -> tuple[Any, ...]:
+    """The cache key of a store read as ``data``: its content (a store rewritten in
+    place with the same size and time, as ``cp -p`` or a coarse clock leaves it, is
+    a new store) and an HMAC of the passwords and the rest (``parts``)."""
     secret = hmac.new(_CACHE_KEY, repr(parts).encode("utf-8", "surrogatepass"),
                       hashlib.sha256).digest()
-    return (os.path.realpath(path), info.st_ino, info.st_size, info.st_mtime_ns, secret)
+    return (hashlib.sha256(data).digest(), secret)
 
 
 def _cached(key: tuple[Any, ...], load: Any) -> Any:
@@ -333,34 +332,42 @@ def _keytool() -> str | None:
     return shutil.which("keytool")
 
 
-def _keytool_to_pkcs12(path: str, kind: str, store_password: str | None,
-                       key_password: str | None, location: str, password_key: str) -> tuple[
-                           bytes, bytes]:
-    """A JKS/JCEKS store converted by the JDK's keytool: (PKCS12 bytes, their
-    random password). The PKCS12 file lives in a private directory for the
-    moment it takes to read it."""
+def _run_keytool(data: bytes, where: tuple[str, str, str, str], store_password: str | None,
+                 key_password: str | None, args: list[str],
+                 dest_password: str | None = None) -> tuple[str, bytes]:
+    """Run the JDK's keytool on a private copy of a store's bytes ``data``: ``args``
+    with ``{src}`` (the copy) and ``{dest}`` (a file beside it), the store password
+    as ``$KPROTO_SRC_PASS`` and ``dest_password`` as ``$KPROTO_DEST_PASS``. Returns its
+    output (scrubbed of the passwords) and what it wrote to ``{dest}``. ``where``:
+    (path, kind, location key, password key) for messages. The private (0700)
+    directory is removed at once; keytool never reads the path itself again, so
+    what it reads is what was read (and cached by)."""
+    path, kind, location, password_key = where
     tool = _keytool()
     if tool is None:
         raise ConfigError(f"{_name(location)} {path!r} is a {kind} store: kproto reads {kind} "
                           "through the JDK's keytool, which is not installed ($JAVA_HOME/bin "
                           "or PATH); install a JRE, or convert the store once to PKCS12 "
                           "(keytool -importkeystore -deststoretype PKCS12)")
-    once = secrets.token_urlsafe(24)
     folder = tempfile.mkdtemp(prefix="kproto-keytool-")
-    dest = os.path.join(folder, "store.p12")
-    env = {**os.environ, "KPROTO_DEST_PASS": once, "KPROTO_SRC_PASS": store_password or ""}
-    cmd = [tool, "-J-Duser.language=en", "-J-Duser.country=US", "-importkeystore",
-           "-noprompt", "-srckeystore", path, "-srcstoretype", kind, "-destkeystore", dest,
-           "-deststoretype", "PKCS12", "-deststorepass:env", "KPROTO_DEST_PASS"]
+    src, dest = os.path.join(folder, "source.store"), os.path.join(folder, "store.out")
+    env = {**os.environ, "KPROTO_DEST_PASS": dest_password or "",
+           "KPROTO_SRC_PASS": store_password or ""}
+    cmd = [tool, "-J-Duser.language=en", "-J-Duser.country=US",
+           *(a.format(src=src, dest=dest) for a in args)]
     answers = ""
     if store_password is not None:
-        cmd += ["-srcstorepass:env", "KPROTO_SRC_PASS"]
+        cmd += ["-storepass:env" if args[0] == "-list" else "-srcstorepass:env",
+                "KPROTO_SRC_PASS"]
     else:
         answers = "\n"      # no password: read without the integrity check, as Java does
     # keytool asks for a key's password when it is not the store's
     answers += ((key_password or store_password or "") + "\n") * 3
-    secrets_in = [s for s in (store_password, key_password, once) if s]
+    secrets_in = [s for s in (store_password, key_password, dest_password) if s]
     try:
+        fd = os.open(src, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         try:
             done = subprocess.run(cmd, input=answers.encode(), env=env, capture_output=True,
                                   timeout=KEYTOOL_TIMEOUT)
@@ -372,12 +379,53 @@ def _keytool_to_pkcs12(path: str, kind: str, store_password: str | None,
         output = (done.stdout + done.stderr).decode("utf-8", "replace")
         for secret in secrets_in:
             output = output.replace(secret, "***")
-        if done.returncode != 0 or not os.path.exists(dest):
+        written = b""
+        if done.returncode == 0 and os.path.exists(dest):
+            with open(dest, "rb") as f:
+                written = f.read()
+        if done.returncode != 0 or (dest_password is not None and not written):
             raise _keytool_error(output, path, kind, location, password_key)
-        with open(dest, "rb") as f:
-            return f.read(), once.encode()
+        return output, written
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _keytool_to_pkcs12(data: bytes, where: tuple[str, str, str, str],
+                       store_password: str | None, key_password: str | None
+                       ) -> tuple[bytes, bytes]:
+    """A JKS/JCEKS key store converted by the JDK's keytool: (PKCS12 bytes, the
+    random one-time password they are under)."""
+    once = secrets.token_urlsafe(24)
+    _, written = _run_keytool(
+        data, where, store_password, key_password,
+        ["-importkeystore", "-noprompt", "-srckeystore", "{src}", "-srcstoretype", where[1],
+         "-destkeystore", "{dest}", "-deststoretype", "PKCS12",
+         "-deststorepass:env", "KPROTO_DEST_PASS"], dest_password=once)
+    return written, once.encode()
+
+
+#: keytool -list -rfc: an entry's alias, type and certificates (English: -J-Duser.language=en)
+_LISTED_ENTRY = re.compile(r"^Alias name: .*?(?=^Alias name: |\Z)", re.MULTILINE | re.DOTALL)
+
+
+def _keytool_trusted_certs(data: bytes, where: tuple[str, str, str, str],
+                           store_password: str | None) -> bytes:
+    """The certificates a JKS/JCEKS trust store gives Java's trust manager, as DER:
+    every trusted certificate entry and the first certificate of every key entry
+    (``TrustStoreUtil.getTrustedCerts``), listed by ``keytool -list -rfc``: no key
+    is read, so a key's own password is never needed (a key store that is also
+    the trust store, as Java takes it)."""
+    output, _ = _run_keytool(data, where, store_password, None,
+                             ["-list", "-rfc", "-keystore", "{src}", "-storetype", where[1]])
+    out = []
+    for entry in _LISTED_ENTRY.findall(output):
+        if "Entry type: trustedCertEntry" not in entry and \
+                "Entry type: PrivateKeyEntry" not in entry:
+            continue                    # a secret key (JCEKS): no certificate
+        blocks = _pem_blocks(entry, where[2]) if "-----BEGIN " in entry else []
+        if blocks:
+            out.append(ssl.PEM_cert_to_DER_cert(blocks[0][1]))
+    return b"".join(out)
 
 
 def _keytool_error(output: str, path: str, kind: str, location: str,
@@ -396,7 +444,15 @@ def _keytool_error(output: str, path: str, kind: str, location: str,
     return ConfigError(f"keytool could not read {where}: {line[:300]}")
 
 
+#: The other formats Java reads under a store type: a "JKS" KeyStore loads PKCS12 files
+#: and a "PKCS12" one JKS files (JDK 8u60+, keystore.type.compat=true), a "JCEKS" one
+#: JKS files. Many stores made PKCS12 (the JDK's default since 9) keep type=JKS.
+_JAVA_READS = {"JKS": ("PKCS12",), "PKCS12": ("JKS",), "JCEKS": ("JKS",)}
+
+
 def _store_type(key: str, given: Any, data: bytes, path: str, location: str) -> str:
+    """The type the store ``data`` is read as: the file's own where Java would read it
+    under the type given; a type it cannot be is a ConfigError."""
     found = _sniff(data)
     if given is not None and str(given).strip():
         kind = str(given).strip().upper()
@@ -404,6 +460,8 @@ def _store_type(key: str, given: Any, data: bytes, path: str, location: str) -> 
             raise ConfigError(f"{_name(key)} must be one of {', '.join(STORE_TYPES)}, not "
                               f"{str(given)!r}")
         if found is not None and found != kind:
+            if found in _JAVA_READS.get(kind, ()):
+                return found        # as Java reads it (keystore.type.compat)
             raise ConfigError(f"{_name(key)} is {kind} but {_name(location)} {path!r} is a "
                               f"{found} file: set {_NAMES[key]}={found}")
         return kind
@@ -425,46 +483,47 @@ def _pkcs12(data: bytes, password: bytes | None, what: str, password_key: str) -
                           "PKCS12)") from None
 
 
-def _store_pkcs12(c: Mapping[str, Any], prefix: str, kind: str, path: str, data: bytes
-                  ) -> tuple[bytes, bytes | None]:
-    """The store at ``path`` as (PKCS12 bytes, password), converted by keytool when JKS."""
-    location, password_key = f"{prefix}_location", f"{prefix}_password"
-    password = c.get(password_key)
-    password = None if password is None else str(password)
-    if kind == "PKCS12":
-        return data, None if password is None else password.encode()
-    key_password = c.get("ssl_password") if prefix == "ssl_keystore" else None
+def _jks_key_password(c: Mapping[str, Any]) -> str | None:
+    key_password = c.get("ssl_password")
     if key_password is not None and ("\n" in str(key_password) or "\r" in str(key_password)):
         raise ConfigError(f"{_name('ssl_password')} has a line break: keytool takes a JKS key's "
                           "password on a line, so it cannot be given (convert the store to PKCS12)")
-    return _keytool_to_pkcs12(path, kind, password, None if key_password is None else
-                              str(key_password), location, password_key)
+    return None if key_password is None else str(key_password)
 
 
 def _truststore(c: Mapping[str, Any]) -> bytes:
-    """DER certificates of the trust store ``ssl_truststore_location``."""
+    """DER certificates of the trust store ``ssl_truststore_location``: what Java's
+    trust manager takes from it (trusted certificate entries and key entries'
+    certificates; a PKCS12 store's certificates)."""
     path = str(c["ssl_truststore_location"])
     data = _read(path, "ssl_truststore_location")
     kind = _store_type("ssl_truststore_type", c.get("ssl_truststore_type"), data, path,
                        "ssl_truststore_location")
     what = f"{_name('ssl_truststore_location')} {path!r}"
+    password = c.get("ssl_truststore_password")
+    password = None if password is None else str(password)
     if kind == "PEM":
-        if c.get("ssl_truststore_password") is not None:
+        if password is not None:
             raise ConfigError(f"{_name('ssl_truststore_password')} is not used with a PEM "
                               "trust store (Kafka refuses it too): remove it")
         return _pem_certs_der(data, "ssl_truststore_location")
 
     def load() -> bytes:
-        store, password = _store_pkcs12(c, "ssl_truststore", kind, path, data)
-        p12 = _pkcs12(store, password, what, "ssl_truststore_password")
-        _, serialization, _ = _crypto(what)
-        certs = ([p12.cert] if p12.cert else []) + list(p12.additional_certs)
-        if not certs:
+        if kind != "PKCS12":
+            der = _keytool_trusted_certs(data, (path, kind, "ssl_truststore_location",
+                                                "ssl_truststore_password"), password)
+        else:
+            p12 = _pkcs12(data, None if password is None else password.encode(), what,
+                          "ssl_truststore_password")
+            _, serialization, _ = _crypto(what)
+            certs = ([p12.cert] if p12.cert else []) + list(p12.additional_certs)
+            der = b"".join(cert.certificate.public_bytes(serialization.Encoding.DER)
+                           for cert in certs)
+        if not der:
             raise ConfigError(f"{what} holds no certificate to trust")
-        return b"".join(cert.certificate.public_bytes(serialization.Encoding.DER)
-                        for cert in certs)
+        return der
 
-    return _cached(_cache_key(path, "trust", kind, c.get("ssl_truststore_password")), load)
+    return _cached(_cache_key(data, "trust", kind, password), load)
 
 
 def _keystore(c: Mapping[str, Any]) -> ClientIdentity:
@@ -483,14 +542,18 @@ def _keystore(c: Mapping[str, Any]) -> ClientIdentity:
         return _identity(chain, key, what)
     if store_password is None:
         raise ConfigError(f"{what} is given without {_name('ssl_keystore_password')}")
-    if kind == "PKCS12" and key_password is not None and str(key_password) != \
-            str(store_password):
+    store_password = str(store_password)
+    if kind == "PKCS12" and key_password is not None and str(key_password) != store_password:
         raise ConfigError(f"{_name('ssl_password')} differs from "
                           f"{_name('ssl_keystore_password')}: a PKCS12 key store keeps its "
                           "key under the store password (keytool makes them equal)")
 
     def load() -> ClientIdentity:
-        store, password = _store_pkcs12(c, "ssl_keystore", kind, path, data)
+        store, password = data, store_password.encode()
+        if kind != "PKCS12":         # JKS, JCEKS: converted by keytool
+            store, password = _keytool_to_pkcs12(
+                data, (path, kind, "ssl_keystore_location", "ssl_keystore_password"),
+                store_password, _jks_key_password(c))
         p12 = _pkcs12(store, password, what, "ssl_keystore_password")
         if p12.key is None or p12.cert is None:
             raise ConfigError(f"{what} holds no private key with its certificate (a trust "
@@ -498,7 +561,7 @@ def _keystore(c: Mapping[str, Any]) -> ClientIdentity:
         chain = [p12.cert.certificate] + [c.certificate for c in p12.additional_certs]
         return _identity(chain, p12.key, what)
 
-    return _cached(_cache_key(path, "key", kind, store_password, key_password), load)
+    return _cached(_cache_key(data, "key", kind, store_password, key_password), load)
 
 
 def _identity(chain: list[Any], key: Any, what: str) -> ClientIdentity:
