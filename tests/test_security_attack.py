@@ -255,3 +255,44 @@ def test_a_store_rewritten_in_place_is_read_again(jks: dict[str, str], tmp_path:
     assert _der(str(first) + ".pem") not in new.get_ca_certs(binary_form=True)
     # the client made before keeps what it read, as Java's does
     assert _der(str(first) + ".pem") in old.get_ca_certs(binary_form=True)
+
+
+# --------------------------------------------------------------------------- broken inline PEM
+
+
+def _leaf() -> tuple[str, str, str]:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    leaf = ca.issue_cert("client.example")
+    return (ca.cert_pem.bytes().decode(), leaf.cert_chain_pems[0].bytes().decode(),
+            leaf.private_key_pem.bytes().decode())
+
+
+def test_a_trusted_certificate_whose_base64_is_garbage_is_refused() -> None:
+    """ssl's PEM decoder skips what is not base64: a certificate of garbage became no
+    bytes at all, and no CA data means the system's CAs: the private CA the user meant
+    was replaced by every public one, silently."""
+    cfg = {"security.protocol": "SSL",
+           "ssl.truststore.certificates": "-----BEGIN CERTIFICATE----- !!!! "
+                                          "-----END CERTIFICATE-----"}
+    with pytest.raises(ConfigError, match="ssl.truststore.certificates .*not valid PEM"):
+        ssl_context_from_config(cfg)
+    from kproto.net.security import make_ssl_context
+
+    with pytest.raises(ConfigError, match="cadata is empty"):
+        make_ssl_context(cadata=b"")
+
+
+@pytest.mark.parametrize("damage", ["line", "short"])
+def test_a_broken_inline_client_certificate_is_a_config_error(damage: str) -> None:
+    """A client certificate chain (KIP-651 / librdkafka inline PEM) that does not parse
+    raised cryptography's ValueError (its ASN.1 parser's words), not a ConfigError."""
+    _ca, chain, key = _leaf()
+    lines = chain.splitlines()
+    broken = "\n".join(lines[:5] + ["A" * 64] + lines[6:]) if damage == "line" else \
+        "-----BEGIN CERTIFICATE-----\nQUJD\n-----END CERTIFICATE-----\n"
+    with pytest.raises(ConfigError, match="ssl.keystore.certificate.chain.*not a valid") as info:
+        ssl_context_from_config({"security.protocol": "SSL",
+                                 "ssl.keystore.certificate.chain": broken,
+                                 "ssl.keystore.key": key})
+    assert info.value.__context__ is None and info.value.__cause__ is None

@@ -86,6 +86,9 @@ def make_ssl_context(
     Raises :class:`~kproto.errors.ConfigError` for files that cannot be read
     or parsed, a wrong key password, or a bad cipher string.
     """
+    if cadata is not None and not cadata:
+        raise ConfigError("cadata is empty: no CA to trust (without it the system's CAs are "
+                          "trusted; give None for that)")
     try:
         if verify:
             ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cafile,

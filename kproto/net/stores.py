@@ -34,6 +34,7 @@ never shown.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import hashlib
 import hmac
@@ -43,7 +44,6 @@ import secrets
 import shutil
 import ssl
 import stat
-import subprocess
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from . import keytool
 
 __all__ = ["TLS_KEYS", "STORE_TYPES", "TlsMaterial", "ClientIdentity", "tls_material"]
 
@@ -60,8 +61,6 @@ TLS_KEYS = ("ssl_cafile", "ssl_cadata", "ssl_truststore_location", "ssl_certfile
             "ssl_keyfile", "ssl_certdata", "ssl_keydata", "ssl_keystore_location")
 #: Largest store or PEM file read (a trust store of every public CA is ~250 KiB).
 MAX_STORE_BYTES = 16 << 20
-#: How long keytool may take to convert a JKS store.
-KEYTOOL_TIMEOUT = 120.0
 
 # how users know each option (Java name first, then librdkafka's), for messages
 _NAMES = {
@@ -251,17 +250,26 @@ def _pem_blocks(text: str | bytes, key: str) -> list[tuple[str, str]]:
     return blocks
 
 
+def _pem_der(block: str) -> bytes:
+    """The bytes of one PEM block (strict base64), b"" when they are not base64."""
+    body = "".join(block.strip().splitlines()[1:-1])
+    try:
+        return base64.b64decode(body, validate=True)
+    except ValueError:
+        return b""
+
+
 def _pem_certs_der(text: str | bytes, key: str) -> bytes:
     """The certificates of PEM ``text`` as concatenated DER (``cadata`` takes it)."""
     out = []
     for label, block in _pem_blocks(text, key):
         if label not in ("CERTIFICATE", "TRUSTED CERTIFICATE", "X509 CERTIFICATE"):
             continue
-        try:
-            out.append(ssl.PEM_cert_to_DER_cert(block.replace("TRUSTED ", "")
-                                                .replace("X509 ", "")))
-        except ValueError as exc:
-            raise ConfigError(f"{_name(key)}: a certificate is not valid PEM: {exc}") from None
+        der = _pem_der(block)
+        if not der:     # (ssl's decoder skips what is not base64: b"" would trust the system's)
+            raise ConfigError(f"{_name(key)}: a certificate is not valid PEM (its base64 is "
+                              "empty or broken)")
+        out.append(der)
     if not out:
         raise ConfigError(f"{_name(key)} holds no certificate (-----BEGIN CERTIFICATE-----)")
     return b"".join(out)
@@ -275,11 +283,16 @@ def _pem_identity(text: str | bytes, key_text: str | bytes | None, password: str
     for label, block in _pem_blocks(text, key) + \
             (_pem_blocks(key_text, "ssl_keydata") if key_text is not None else []):
         if label.endswith("CERTIFICATE"):
-            certs.append(x509.load_pem_x509_certificate(block.replace("TRUSTED ", "")
-                                                        .encode()))
+            try:
+                certs.append(x509.load_der_x509_certificate(_pem_der(block)))
+            except ValueError:
+                certs.append(None)      # (raised below, outside the handler)
         elif label.endswith("PRIVATE KEY"):
             keys.append(block)
     where = _name("ssl_keydata" if key_text is not None else key)
+    if None in certs:
+        raise ConfigError(f"{_name(key)}: certificate {certs.index(None) + 1} is not a valid "
+                          "certificate (broken PEM or DER)")
     if len(keys) != 1:
         raise ConfigError(f"{where} holds {len(keys)} private keys; one is needed")
     encrypted = "ENCRYPTED" in keys[0]
@@ -325,125 +338,6 @@ def _cached(key: tuple[Any, ...], load: Any) -> Any:
     return value
 
 
-def _keytool() -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    if home and os.access(os.path.join(home, "bin", "keytool"), os.X_OK):
-        return os.path.join(home, "bin", "keytool")
-    return shutil.which("keytool")
-
-
-def _run_keytool(data: bytes, where: tuple[str, str, str, str], store_password: str | None,
-                 key_password: str | None, args: list[str],
-                 dest_password: str | None = None) -> tuple[str, bytes]:
-    """Run the JDK's keytool on a private copy of a store's bytes ``data``: ``args``
-    with ``{src}`` (the copy) and ``{dest}`` (a file beside it), the store password
-    as ``$KPROTO_SRC_PASS`` and ``dest_password`` as ``$KPROTO_DEST_PASS``. Returns its
-    output (scrubbed of the passwords) and what it wrote to ``{dest}``. ``where``:
-    (path, kind, location key, password key) for messages. The private (0700)
-    directory is removed at once; keytool never reads the path itself again, so
-    what it reads is what was read (and cached by)."""
-    path, kind, location, password_key = where
-    tool = _keytool()
-    if tool is None:
-        raise ConfigError(f"{_name(location)} {path!r} is a {kind} store: kproto reads {kind} "
-                          "through the JDK's keytool, which is not installed ($JAVA_HOME/bin "
-                          "or PATH); install a JRE, or convert the store once to PKCS12 "
-                          "(keytool -importkeystore -deststoretype PKCS12)")
-    folder = tempfile.mkdtemp(prefix="kproto-keytool-")
-    src, dest = os.path.join(folder, "source.store"), os.path.join(folder, "store.out")
-    env = {**os.environ, "KPROTO_DEST_PASS": dest_password or "",
-           "KPROTO_SRC_PASS": store_password or ""}
-    cmd = [tool, "-J-Duser.language=en", "-J-Duser.country=US",
-           *(a.format(src=src, dest=dest) for a in args)]
-    answers = ""
-    if store_password is not None:
-        cmd += ["-storepass:env" if args[0] == "-list" else "-srcstorepass:env",
-                "KPROTO_SRC_PASS"]
-    else:
-        answers = "\n"      # no password: read without the integrity check, as Java does
-    # keytool asks for a key's password when it is not the store's
-    answers += ((key_password or store_password or "") + "\n") * 3
-    secrets_in = [s for s in (store_password, key_password, dest_password) if s]
-    try:
-        fd = os.open(src, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        try:
-            done = subprocess.run(cmd, input=answers.encode(), env=env, capture_output=True,
-                                  timeout=KEYTOOL_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise ConfigError(f"keytool did not read {_name(location)} within "
-                              f"{KEYTOOL_TIMEOUT:.0f} s") from None
-        except OSError as exc:
-            raise ConfigError(f"keytool could not run: {exc}") from None
-        output = (done.stdout + done.stderr).decode("utf-8", "replace")
-        for secret in secrets_in:
-            output = output.replace(secret, "***")
-        written = b""
-        if done.returncode == 0 and os.path.exists(dest):
-            with open(dest, "rb") as f:
-                written = f.read()
-        if done.returncode != 0 or (dest_password is not None and not written):
-            raise _keytool_error(output, path, kind, location, password_key)
-        return output, written
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _keytool_to_pkcs12(data: bytes, where: tuple[str, str, str, str],
-                       store_password: str | None, key_password: str | None
-                       ) -> tuple[bytes, bytes]:
-    """A JKS/JCEKS key store converted by the JDK's keytool: (PKCS12 bytes, the
-    random one-time password they are under)."""
-    once = secrets.token_urlsafe(24)
-    _, written = _run_keytool(
-        data, where, store_password, key_password,
-        ["-importkeystore", "-noprompt", "-srckeystore", "{src}", "-srcstoretype", where[1],
-         "-destkeystore", "{dest}", "-deststoretype", "PKCS12",
-         "-deststorepass:env", "KPROTO_DEST_PASS"], dest_password=once)
-    return written, once.encode()
-
-
-#: keytool -list -rfc: an entry's alias, type and certificates (English: -J-Duser.language=en)
-_LISTED_ENTRY = re.compile(r"^Alias name: .*?(?=^Alias name: |\Z)", re.MULTILINE | re.DOTALL)
-
-
-def _keytool_trusted_certs(data: bytes, where: tuple[str, str, str, str],
-                           store_password: str | None) -> bytes:
-    """The certificates a JKS/JCEKS trust store gives Java's trust manager, as DER:
-    every trusted certificate entry and the first certificate of every key entry
-    (``TrustStoreUtil.getTrustedCerts``), listed by ``keytool -list -rfc``: no key
-    is read, so a key's own password is never needed (a key store that is also
-    the trust store, as Java takes it)."""
-    output, _ = _run_keytool(data, where, store_password, None,
-                             ["-list", "-rfc", "-keystore", "{src}", "-storetype", where[1]])
-    out = []
-    for entry in _LISTED_ENTRY.findall(output):
-        if "Entry type: trustedCertEntry" not in entry and \
-                "Entry type: PrivateKeyEntry" not in entry:
-            continue                    # a secret key (JCEKS): no certificate
-        blocks = _pem_blocks(entry, where[2]) if "-----BEGIN " in entry else []
-        if blocks:
-            out.append(ssl.PEM_cert_to_DER_cert(blocks[0][1]))
-    return b"".join(out)
-
-
-def _keytool_error(output: str, path: str, kind: str, location: str,
-                   password_key: str) -> ConfigError:
-    where = f"{_name(location)} {path!r}"
-    if "password was incorrect" in output or "tampered" in output:
-        return ConfigError(f"{_name(password_key)} is wrong for {where} (keytool: the store's "
-                           "integrity check failed)")
-    if any(s in output for s in ("Cannot recover key", "Too many failures", "Get Key failed",
-                                 "final block not properly padded")):
-        return ConfigError(f"{_name('ssl_password')} is wrong or missing for the key in {where} "
-                           "(its password is not the store password)")
-    if "Invalid keystore format" in output or "Unrecognized keystore format" in output:
-        return ConfigError(f"{where} is not a {kind} store")
-    line = next((ln for ln in output.splitlines() if "keytool error" in ln), output.strip())
-    return ConfigError(f"keytool could not read {where}: {line[:300]}")
-
-
 #: The other formats Java reads under a store type: a "JKS" KeyStore loads PKCS12 files
 #: and a "PKCS12" one JKS files (JDK 8u60+, keystore.type.compat=true), a "JCEKS" one
 #: JKS files. Many stores made PKCS12 (the JDK's default since 9) keep type=JKS.
@@ -483,6 +377,11 @@ def _pkcs12(data: bytes, password: bytes | None, what: str, password_key: str) -
                           "PKCS12)") from None
 
 
+def _where(path: str, kind: str, prefix: str) -> keytool.Where:
+    return keytool.Where(path, kind, _name(f"{prefix}_location"), _name(f"{prefix}_password"),
+                         _name("ssl_password"))
+
+
 def _jks_key_password(c: Mapping[str, Any]) -> str | None:
     key_password = c.get("ssl_password")
     if key_password is not None and ("\n" in str(key_password) or "\r" in str(key_password)):
@@ -510,8 +409,7 @@ def _truststore(c: Mapping[str, Any]) -> bytes:
 
     def load() -> bytes:
         if kind != "PKCS12":
-            der = _keytool_trusted_certs(data, (path, kind, "ssl_truststore_location",
-                                                "ssl_truststore_password"), password)
+            der = keytool.trusted_certs(data, _where(path, kind, "ssl_truststore"), password)
         else:
             p12 = _pkcs12(data, None if password is None else password.encode(), what,
                           "ssl_truststore_password")
@@ -551,9 +449,8 @@ def _keystore(c: Mapping[str, Any]) -> ClientIdentity:
     def load() -> ClientIdentity:
         store, password = data, store_password.encode()
         if kind != "PKCS12":         # JKS, JCEKS: converted by keytool
-            store, password = _keytool_to_pkcs12(
-                data, (path, kind, "ssl_keystore_location", "ssl_keystore_password"),
-                store_password, _jks_key_password(c))
+            store, password = keytool.to_pkcs12(data, _where(path, kind, "ssl_keystore"),
+                                                store_password, _jks_key_password(c))
         p12 = _pkcs12(store, password, what, "ssl_keystore_password")
         if p12.key is None or p12.cert is None:
             raise ConfigError(f"{what} holds no private key with its certificate (a trust "
