@@ -185,12 +185,12 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
          "librdkafka's: accepted, no effect (tickets are renewed from the keytab as they "
          "near their end)"),
         ("sasl_mechanism", None, _opt_str,
-         "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI"),
+         "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI or AWS_MSK_IAM"),
         ("sasl_plain_username", None, _opt_str, "SASL user name"),
         ("sasl_plain_password", None, _opt_str, "SASL password (never logged)"),
         ("sasl_allow_plaintext_plain", False, _bool,
-         "allow SASL PLAIN or OAUTHBEARER without TLS (the password or token crosses the "
-         "network in clear)"),
+         "allow SASL PLAIN, OAUTHBEARER or AWS_MSK_IAM without TLS (the password, token or "
+         "signed request crosses the network in clear)"),
         # OAUTHBEARER (kproto/net/oauth.py, oidc.py; docs/security.md)
         ("oauth_cb", None, _any, "OAUTHBEARER token function (confluent-kafka): returns "
          "(token, expiry seconds since the epoch[, principal[, extensions]])"),
@@ -212,7 +212,23 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
         ("sasl_oauthbearer_scope_claim_name", "scope", str, "the token's scope claim"),
         ("sasl_oauthbearer_sub_claim_name", "sub", str, "the token's principal claim"),
         ("sasl_login_callback_handler_class", None, _opt_str,
-         "Java's OAuthBearerLoginCallbackHandler only (= the token endpoint)"),
+         "Java's OAuthBearerLoginCallbackHandler (= the token endpoint) or AWS's "
+         "IAMOAuthBearerLoginCallbackHandler (= AWS MSK IAM tokens) only"),
+        # AWS MSK IAM (kproto/net/msk.py; the aws extra; docs/security.md)
+        ("sasl_client_callback_handler_class", None, _opt_str,
+         "Java's: AWS's IAMClientCallbackHandler (AWS_MSK_IAM) or "
+         "IAMOAuthBearerLoginCallbackHandler (OAUTHBEARER) only"),
+        ("sasl_aws_region", None, _opt_str,
+         "AWS MSK IAM: the region to sign for (default: the broker host name's, "
+         "...kafka.<region>.amazonaws.com, else AWS_REGION / AWS_DEFAULT_REGION)"),
+        ("sasl_aws_profile_name", None, _opt_str,
+         "AWS MSK IAM: credentials of this AWS profile (JAAS awsProfileName)"),
+        ("sasl_aws_role_arn", None, _opt_str,
+         "AWS MSK IAM: assume this IAM role through STS (JAAS awsRoleArn)"),
+        ("sasl_aws_role_session_name", None, _opt_str,
+         "AWS MSK IAM: the role's session name (JAAS awsRoleSessionName; aws-msk-iam-auth)"),
+        ("sasl_aws_sts_region", None, _opt_str,
+         "AWS MSK IAM: the STS region for the role (JAAS awsStsRegion; default global)"),
         ("sasl_login_connect_timeout_ms", 10000, _int,
          "token endpoint connect timeout (Java: unset)"),
         ("sasl_login_read_timeout_ms", 10000, _int, "token endpoint read timeout (Java: unset)"),

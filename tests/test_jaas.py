@@ -364,7 +364,8 @@ def test_entry_repr_masks_secrets() -> None:
      "unknown login module class.*did you mean '" + PLAIN),
     ('com.example.MyLoginModule required username="u";',
      "unknown login module class 'com.example.MyLoginModule'"),
-    ('software.amazon.msk.auth.iam.IAMLoginModule required;', "OAUTHBEARER"),
+    ('software.amazon.msk.auth.iam.IAMLoginModule required awsProfilName="p";',
+     "unknown IAMLoginModule option 'awsProfilName'; did you mean 'awsProfileName'"),
     (f'{PLAIN} required usrname="u" password="p";', "unknown PlainLoginModule option "
                                                     "'usrname'; did you mean 'username'"),
     (f'{PLAIN} required user_admin="{SECRET}";', "broker-side"),

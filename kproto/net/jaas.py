@@ -344,6 +344,7 @@ LOGIN_MODULES = {
     _KAFKA + "scram.ScramLoginModule": "scram",
     _KAFKA + "oauthbearer.OAuthBearerLoginModule": "oauthbearer",
     "com.sun.security.auth.module.Krb5LoginModule": "kerberos",
+    "software.amazon.msk.auth.iam.IAMLoginModule": "aws_msk_iam",
 }
 #: The SASL mechanisms each kind of login module goes with. As in Java, the
 #: PLAIN and SCRAM modules only hold a user name and password, so either serves
@@ -353,11 +354,11 @@ _MECHANISMS = {
     "scram": ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"),
     "oauthbearer": ("OAUTHBEARER",),
     "kerberos": ("GSSAPI",),
+    "aws_msk_iam": ("AWS_MSK_IAM",),
 }
-_HINTS = {
-    "software.amazon.msk.auth.iam.IAMLoginModule":
-        "AWS MSK IAM goes through SASL OAUTHBEARER in kproto (docs/security.md)",
-}
+_HINTS: dict[str, str] = {}
+#: Class name prefixes of shaded copies (Databricks' Kafka, AWS's library on Databricks).
+_SHADED = ("kafkashaded.", "shadedmskiam.")
 
 _PLAIN_KEYS = {"username": "sasl_plain_username", "password": "sasl_plain_password"}
 _OAUTH_KEYS = {"clientId": "sasl_oauthbearer_client_id",
@@ -369,12 +370,27 @@ _KRB5_KEYS = {"principal": "sasl_kerberos_principal",
 #: Krb5LoginModule switches that change nothing kproto does.
 _KRB5_IGNORED = ("storeKey", "debug", "doNotPrompt", "refreshKrb5Config", "renewTGT",
                  "isInitiator", "clearPass", "tryFirstPass", "useFirstPass", "storePass")
-_KNOWN_KEYS = sorted({*_PLAIN_KEYS, *_OAUTH_KEYS, *_KRB5_KEYS, *_KRB5_IGNORED, "useKeyTab",
-                      "keyTab", "useTicketCache", "tokenauth"})
+#: AWS's IAMLoginModule (and OAuthBearerLoginModule with its IAM handler): Java's
+#: MSKCredentialProvider options (kproto/net/msk.py reads the settings).
+_AWS_KEYS = {"awsProfileName": "sasl_aws_profile_name", "awsRoleArn": "sasl_aws_role_arn",
+             "awsRoleSessionName": "sasl_aws_role_session_name",
+             "awsStsRegion": "sasl_aws_sts_region",
+             "awsRoleExternalId": "sasl_aws_role_external_id",
+             "awsRoleAccessKeyId": "sasl_aws_role_access_key_id",
+             "awsRoleSecretAccessKey": "sasl_aws_role_secret_access_key",
+             "awsRoleSessionToken": "sasl_aws_role_session_token",
+             "awsDebugCreds": "sasl_aws_debug_creds",
+             "awsAddDefaultProviders": "sasl_aws_add_default_providers",
+             "awsMaxRetries": "sasl_aws_max_retries",
+             "awsMaxBackOffTimeMs": "sasl_aws_max_back_off_time_ms",
+             "awsShouldUseFips": "sasl_aws_should_use_fips",
+             "awsMskRegionProvider": "sasl_aws_region_provider"}
+_KNOWN_KEYS = sorted({*_PLAIN_KEYS, *_OAUTH_KEYS, *_KRB5_KEYS, *_KRB5_IGNORED, *_AWS_KEYS,
+                      "useKeyTab", "keyTab", "useTicketCache", "tokenauth"})
 
 
 def _kind(module: str, what: str) -> str:
-    name = module[len("kafkashaded."):] if module.startswith("kafkashaded.") else module
+    name = next((module[len(p):] for p in _SHADED if module.startswith(p)), module)
     kind = LOGIN_MODULES.get(name)
     if kind is not None:
         return kind
@@ -422,8 +438,8 @@ def _is_text(value: str) -> bool:
 
 def jaas_settings(text: str, what: str = "sasl.jaas.config") -> tuple[str, dict[str, Any]]:
     """``(kind, settings)`` for a ``sasl.jaas.config`` text: the kind of login
-    module (``plain``, ``scram``, ``oauthbearer``, ``kerberos``) and the kproto
-    settings its options give (``sasl_plain_username``...). Kafka takes exactly
+    module (``plain``, ``scram``, ``oauthbearer``, ``kerberos``, ``aws_msk_iam``) and
+    the kproto settings its options give (``sasl_plain_username``...). Kafka takes exactly
     one login module here; several, an unknown class or an unknown option are a
     :class:`~kproto.errors.ConfigError`."""
     entries = parse_jaas(text, what)
@@ -455,6 +471,8 @@ def jaas_settings(text: str, what: str = "sasl.jaas.config") -> tuple[str, dict[
         for key, value in opts.items():
             if key in _OAUTH_KEYS:
                 out[_OAUTH_KEYS[key]] = value
+            elif key in _AWS_KEYS:              # for AWS's IAMOAuthBearerLoginCallbackHandler
+                out[_AWS_KEYS[key]] = value
             elif key.startswith("extension_") and len(key) > len("extension_"):
                 extensions[key[len("extension_"):]] = value
             elif key.startswith("unsecuredLogin"):
@@ -462,9 +480,14 @@ def jaas_settings(text: str, what: str = "sasl.jaas.config") -> tuple[str, dict[
                                   "test tokens) is not supported by kproto: give clientId, "
                                   "clientSecret and a token endpoint")
             else:
-                raise _unknown(key, short, [*_OAUTH_KEYS, "extension_NAME"], what)
+                raise _unknown(key, short, [*_OAUTH_KEYS, "extension_NAME", *_AWS_KEYS], what)
         if extensions:
             out["sasl_oauthbearer_extensions"] = extensions
+    elif kind == "aws_msk_iam":
+        for key, value in opts.items():
+            if key not in _AWS_KEYS:
+                raise _unknown(key, short, list(_AWS_KEYS), what)
+            out[_AWS_KEYS[key]] = value
     else:
         known = [*_KRB5_KEYS, "useKeyTab", "keyTab", "useTicketCache", *_KRB5_IGNORED]
         for key, value in opts.items():
@@ -501,7 +524,7 @@ _SHOWN = {
     "sasl_kerberos_principal": "sasl_kerberos_principal (sasl.kerberos.principal)",
     "sasl_kerberos_keytab": "sasl_kerberos_keytab (sasl.kerberos.keytab)",
 }
-_JAAS_NAME = {v: k for k, v in {**_PLAIN_KEYS, **_OAUTH_KEYS, **_KRB5_KEYS}.items()}
+_JAAS_NAME = {v: k for k, v in {**_PLAIN_KEYS, **_OAUTH_KEYS, **_KRB5_KEYS, **_AWS_KEYS}.items()}
 _JAAS_NAME.update(sasl_kerberos_keytab="keyTab", sasl_kerberos_use_ticket_cache="useTicketCache",
                   sasl_oauthbearer_extensions="extension_*")
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from .._registry_http import Secret, Transport, redact
 from ..errors import ConfigError, KprotoError, SaslAuthenticationFailedError
+from .msk import IAM_OAUTH_HANDLER, java_class, msk_token_provider_from_config
 from .oauth import (
     OAuthToken,
     RefreshPolicy,
@@ -244,14 +245,25 @@ def oauthbearer_from_config(c: Mapping[str, Any]) -> SaslOauthBearer:
     ``oauth_cb`` (confluent-kafka), ``sasl_oauth_token_provider`` (kafka-python)
     or ``sasl_oauthbearer_token_endpoint_url`` (KIP-768 / librdkafka's
     ``sasl.oauthbearer.method=oidc``: with ``sasl_oauthbearer_client_id``,
-    ``_client_secret``, ``_scope``), exactly one of them; the
+    ``_client_secret``, ``_scope``) or AWS MSK IAM (Java's
+    ``sasl_login_callback_handler_class`` ``IAMOAuthBearerLoginCallbackHandler``:
+    :func:`kproto.net.msk.msk_token_provider_from_config`), exactly one of them; the
     ``sasl_oauthbearer_extensions``; and Java's ``sasl_login_*`` timing settings.
     Mistakes are a :class:`~kproto.errors.ConfigError`."""
     handler = c.get("sasl_login_callback_handler_class")
-    if handler and str(handler).strip() not in _JAVA_HANDLERS:
+    client_handler = java_class(c.get("sasl_client_callback_handler_class"))
+    iam = java_class(handler) == IAM_OAUTH_HANDLER or \
+        (not handler and client_handler == IAM_OAUTH_HANDLER)
+    if handler and not iam and str(handler).strip() not in _JAVA_HANDLERS:
         raise ConfigError(f"sasl.login.callback.handler.class {str(handler)[:120]!r} is a Java "
                           "class: pass a Python token provider as oauth_cb= (or "
-                          "sasl_oauth_token_provider=) instead")
+                          "sasl_oauth_token_provider=) instead (AWS MSK IAM's "
+                          f"{IAM_OAUTH_HANDLER} is known)")
+    aws = sorted(k for k, v in c.items() if k.startswith("sasl_aws_") and v not in (None, ""))
+    if aws and not iam:
+        raise ConfigError(f"{', '.join(aws)}: AWS MSK IAM settings, which with OAUTHBEARER need "
+                          f"sasl.login.callback.handler.class={IAM_OAUTH_HANDLER} (or use "
+                          "sasl_mechanism AWS_MSK_IAM)")
     policy = RefreshPolicy(
         _number(c, "sasl_login_refresh_window_factor", 0.8),
         _number(c, "sasl_login_refresh_window_jitter", 0.05),
@@ -267,6 +279,8 @@ def oauthbearer_from_config(c: Mapping[str, Any]) -> SaslOauthBearer:
     given = [k for k in ("oauth_cb", "sasl_oauth_token_provider") if c.get(k) is not None]
     if url:
         given.append("sasl_oauthbearer_token_endpoint_url")
+    if iam:
+        given.append(f"AWS MSK IAM ({IAM_OAUTH_HANDLER.rpartition('.')[2]})")
     if len(given) > 1:
         raise ConfigError(f"OAUTHBEARER takes one token source, not {' and '.join(given)}")
     if method == "oidc" and not url:
@@ -277,7 +291,9 @@ def oauthbearer_from_config(c: Mapping[str, Any]) -> SaslOauthBearer:
                           "sasl_oauthbearer_token_endpoint_url (with client id and secret), "
                           "oauth_cb= or sasl_oauth_token_provider=")
     provider: TokenProvider
-    if url:
+    if iam:
+        provider = msk_token_provider_from_config(c, policy)
+    elif url:
         provider = OidcTokenProvider(
             str(url), c.get("sasl_oauthbearer_client_id"), c.get("sasl_oauthbearer_client_secret"),
             scope=c.get("sasl_oauthbearer_scope"), cafile=c.get("sasl_oauthbearer_ssl_cafile"),

@@ -30,10 +30,12 @@ from typing import TYPE_CHECKING, Any
 from ..config import endpoint_identification
 from ..errors import ConfigError, SaslAuthenticationFailedError
 from .jaas import merge_jaas
+from .msk import check_client_handler
 from .stores import TLS_KEYS, tls_material
 
 if TYPE_CHECKING:
     from .kerberos import SaslGssapi
+    from .msk import SaslAwsMskIam
     from .oauth import SaslOauthBearer
 
 __all__ = [
@@ -48,9 +50,11 @@ __all__ = [
 
 #: The values of ``security_protocol``.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-#: The SASL mechanisms kproto implements (OAUTHBEARER: kproto.net.oauth; GSSAPI:
+#: The SASL mechanisms kproto implements (OAUTHBEARER: kproto.net.oauth; AWS_MSK_IAM:
+#: kproto.net.msk, with the aws extra; GSSAPI:
 #: kproto.net.kerberos, with the kerberos extra).
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI",
+                   "AWS_MSK_IAM")
 
 Exchange = Callable[[bytes], bytes]
 
@@ -234,7 +238,8 @@ def ssl_context_from_config(cfg: Mapping[str, Any]) -> ssl.SSLContext | None:
 
 
 def sasl_from_config(cfg: Mapping[str, Any]
-                     ) -> SaslPlain | SaslScram | SaslOauthBearer | SaslGssapi | None:
+                     ) -> SaslPlain | SaslScram | SaslOauthBearer | SaslGssapi | \
+        SaslAwsMskIam | None:
     """The SASL mechanism for client settings ``cfg``, or None without SASL.
 
     Keys: ``security_protocol``, ``sasl_mechanism`` (``PLAIN``,
@@ -247,7 +252,9 @@ def sasl_from_config(cfg: Mapping[str, Any]
     ConfigError too. ``OAUTHBEARER`` (which sends a bearer token as it is, so
     the same flag applies) takes its settings from
     :func:`kproto.net.oidc.oauthbearer_from_config`, ``GSSAPI`` (Kerberos) from
-    :func:`kproto.net.kerberos.gssapi_from_config`.
+    :func:`kproto.net.kerberos.gssapi_from_config`, ``AWS_MSK_IAM`` (a signed
+    request that serves 15 minutes: the same flag) from
+    :func:`kproto.net.msk.aws_msk_iam_from_config`.
     """
     c = _normalize(cfg)
     proto = _protocol(c)
@@ -262,6 +269,7 @@ def sasl_from_config(cfg: Mapping[str, Any]
     if not mechanism:
         raise ConfigError(f"security_protocol {proto} needs sasl_mechanism "
                           f"({', '.join(SASL_MECHANISMS)})")
+    check_client_handler(mechanism, c.get("sasl_client_callback_handler_class"))
     if mechanism == "GSSAPI":
         from .kerberos import gssapi_from_config
 
@@ -269,11 +277,18 @@ def sasl_from_config(cfg: Mapping[str, Any]
     if mechanism not in SASL_MECHANISMS:
         raise ConfigError(f"unsupported sasl_mechanism {mechanism!r}; kproto supports "
                           f"{', '.join(SASL_MECHANISMS)}")
-    if mechanism == "OAUTHBEARER":
+    if mechanism in ("OAUTHBEARER", "AWS_MSK_IAM"):
         if proto == "SASL_PLAINTEXT" and not _truthy(c.get("sasl_allow_plaintext_plain"),
                                                     "sasl_allow_plaintext_plain"):
-            raise ConfigError("SASL OAUTHBEARER over SASL_PLAINTEXT would send the bearer token "
-                              "in clear: use SASL_SSL, or set sasl_allow_plaintext_plain=True")
+            what = "bearer token" if mechanism == "OAUTHBEARER" else \
+                "signed request (anyone who reads it logs in with it for 15 minutes)"
+            raise ConfigError(f"SASL {mechanism} over SASL_PLAINTEXT would send the {what} in "
+                              "clear: use SASL_SSL, or set sasl_allow_plaintext_plain=True")
+    if mechanism == "AWS_MSK_IAM":
+        from .msk import aws_msk_iam_from_config
+
+        return aws_msk_iam_from_config(c)
+    if mechanism == "OAUTHBEARER":
         from .oidc import oauthbearer_from_config
 
         return oauthbearer_from_config(c)
