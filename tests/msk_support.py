@@ -253,6 +253,15 @@ class FakeSts:
     def answer(self, form: dict[str, str]) -> tuple[int, str]:
         self.requests.append(form)
         ns = "https://sts.amazonaws.com/doc/2011-06-15/"
+        if form.get("Action") == "GetCallerIdentity" and not self.refuse:   # awsDebugCreds
+            key = form["authorization"].partition("Credential=")[2].partition("/")[0]
+            account = self.checker.accounts.get(key)
+            arn = account.arn if account else "unknown"
+            return 200, (f'<GetCallerIdentityResponse xmlns="{ns}"><GetCallerIdentityResult>'
+                         f"<Arn>{arn}</Arn><UserId>AIDAEXAMPLE</UserId><Account>123456789012"
+                         "</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>"
+                         f"{uuid.uuid4()}</RequestId></ResponseMetadata>"
+                         "</GetCallerIdentityResponse>")
         if self.refuse or form.get("Action") != "AssumeRole":
             return 403, (f'<ErrorResponse xmlns="{ns}"><Error><Type>Sender</Type>'
                          "<Code>AccessDenied</Code><Message>User is not authorized to perform: "

@@ -248,11 +248,11 @@ def test_missing_credentials_say_what_is_missing(aws_env: Any,  # noqa: ANN401
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     oauth = sasl_from_config({**JAVA_OAUTH, "sasl.aws.region": REGION})
-    with pytest.raises(SaslAuthenticationFailedError, match="no AWS credentials.*"
+    with pytest.raises(SaslAuthenticationFailedError, match="no usable AWS credentials.*"
                        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"):
         oauth.provider.token()                                   # type: ignore[union-attr]
     mech = sasl_from_config({**JAVA_IAM, "sasl.aws.region": REGION}).for_host(MSK)  # type: ignore
-    with pytest.raises(SaslAuthenticationFailedError, match="no AWS credentials"):
+    with pytest.raises(SaslAuthenticationFailedError, match="no usable AWS credentials"):
         mech.authenticate(_exchange(MskIamChecker(REGION).stepper()))
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)                  # the secret forgotten
     with pytest.raises(SaslAuthenticationFailedError, match="missing: AWS_SECRET_ACCESS_KEY"):
@@ -294,7 +294,7 @@ def test_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     ({**JAVA_IAM, "security.protocol": "SASL_PLAINTEXT"}, "signed request .* in clear"),
     ({**JAVA_IAM, "sasl.jaas.config": _IAM + 'IAMLoginModule required awsMaxRetries="many";'},
      "awsMaxRetries must be a whole number"),
-    ({**JAVA_IAM, "sasl.jaas.config": _IAM + 'IAMLoginModule required awsStsRegion="us-east-1";'},
+    ({**JAVA_IAM, "sasl.jaas.config": _IAM + 'IAMLoginModule required awsRoleSessionName="p";'},
      "need awsRoleArn"),
     ({**JAVA_IAM, "sasl.jaas.config": _IAM + 'IAMLoginModule required awsRoleArn="r" '
                                             'awsRoleAccessKeyId="AKIA";'}, "go together"),
@@ -375,6 +375,34 @@ def test_what_an_attacker_found(creds: MskIamChecker, monkeypatch: pytest.Monkey
     # a broker host that no URL can hold
     with pytest.raises((ConfigError, SaslAuthenticationFailedError), match="cannot sign"):
         mech.for_host("b-1]x").authenticate(echo)                 # type: ignore[union-attr]
+
+
+def test_expired_temporary_credentials(creds: MskIamChecker, monkeypatch: pytest.MonkeyPatch
+                                      ) -> None:
+    # from the environment, with AWS_CREDENTIAL_EXPIRATION past: refused before any login
+    monkeypatch.setenv("AWS_CREDENTIAL_EXPIRATION", "2020-01-01T00:00:00Z")
+    mech = sasl_from_config({**JAVA_IAM, "sasl.aws.region": REGION}).for_host(MSK)  # type: ignore
+    with pytest.raises(SaslAuthenticationFailedError, match="still expired") as info:
+        mech.authenticate(_exchange(creds.stepper()))
+    assert not creds.accepted and info.value.__context__ is None
+    monkeypatch.delenv("AWS_CREDENTIAL_EXPIRATION")
+    # an assumed role near its end, and STS refusing to renew it
+    sts = FakeSts(creds, lifetime=120)          # within botocore's 10-minute refresh window
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts.url)
+    try:
+        jaas = (_IAM + 'IAMLoginModule required awsRoleArn="arn:aws:iam::123456789012:role/r" '
+                "awsAddDefaultProviders=false;")
+        mech = sasl_from_config({**JAVA_IAM, "sasl.aws.region": REGION,
+                                 "sasl.jaas.config": jaas}).for_host(MSK)  # type: ignore
+        mech.authenticate(_exchange(creds.stepper()))
+        sts.refuse = True
+        with pytest.raises(SaslAuthenticationFailedError, match="role arn:aws:iam::123456789012"
+                           ":role/r are at or near their end.*AccessDenied") as info:
+            mech.authenticate(_exchange(creds.stepper()))
+        _no_secret(info.value, "", *(a.secret for a in creds.accounts.values()))
+        assert mech.credentials._creds is None            # the next login starts over
+    finally:
+        sts.stop()
 
 
 def test_an_msk_answer_that_is_not_msks(creds: MskIamChecker) -> None:
@@ -503,6 +531,8 @@ def test_a_role_assumed_through_sts(gateway: Any, checker: MskIamChecker,  # noq
         assert assume[0]["RoleSessionName"] == "producer" and KEY in assume[0]["authorization"]
         issued = next(a for a in checker.accounts.values() if a.arn == role)
         _no_secret(None, caplog.text, issued.secret, str(issued.token), SECRET, TOKEN)
+        assert f"credentials from the role arn:aws:iam::123456789012:role/msk_client_role are " \
+               f"{role} (account 123456789012)" in caplog.text            # awsDebugCreds
         # STS refuses: without the fallback, an error naming the role and STS's answer
         sts.refuse = True
         strict = jaas.replace("awsDebugCreds=true", "awsAddDefaultProviders=false")

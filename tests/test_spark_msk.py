@@ -157,7 +157,7 @@ def test_a_credential_problem_fails_the_query_clearly(spark: Any,
         spark.read.format("kproto").options(**opts).option("subscribe", "spark-msk-iam") \
             .load().count()
     text = str(info.value)
-    assert "no AWS credentials" in text and "'nosuch'" in text
+    assert "no usable AWS credentials" in text and "'nosuch'" in text
     assert SECRET not in text and TOKEN not in text
 
 

@@ -160,10 +160,10 @@ class AwsCredentialSource:
                 (self._role_token is not None and self._role_secret is None):
             raise ConfigError("awsRoleAccessKeyId and awsRoleSecretAccessKey go together (and "
                               "awsRoleSessionToken needs both)")
-        if (self.role_access_key_id or role_external_id or role_session_name or sts_region) \
+        if (self.role_access_key_id or role_external_id or role_session_name) \
                 and not self.role_arn:
-            raise ConfigError("awsRoleSessionName, awsStsRegion, awsRoleExternalId and the "
-                              "awsRole* keys need awsRoleArn (the role to assume)")
+            raise ConfigError("awsRoleSessionName, awsRoleExternalId and the awsRole* keys need "
+                              "awsRoleArn (the role to assume)")
         for name, value, high in (("awsMaxRetries", max_retries, 20),
                                   ("awsMaxBackOffTimeMs", max_backoff_ms, 600_000)):
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
@@ -227,7 +227,7 @@ class AwsCredentialSource:
                 self._creds = None            # the next login starts from the sources again
             raise SaslAuthenticationFailedError(
                 f"AWS MSK IAM: the temporary credentials from {self.source or self.describe()} "
-                f"expired and could not be renewed: {failure}")
+                f"are at or near their end and could not be renewed: {failure}")
         if not frozen.access_key or not frozen.secret_key:
             raise SaslAuthenticationFailedError(
                 f"AWS MSK IAM: the credentials from {self.source} have an empty access key "
@@ -245,7 +245,7 @@ class AwsCredentialSource:
             attempt += 1
             time.sleep(random.uniform(0, min(self.max_backoff, 0.5 * 2 ** (attempt - 1))))
         raise SaslAuthenticationFailedError(
-            "AWS MSK IAM found no AWS credentials: " + "; ".join(failures) + " (give "
+            "AWS MSK IAM found no usable AWS credentials: " + "; ".join(failures) + " (give "
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), a profile in "
             "~/.aws/credentials or ~/.aws/config (AWS_PROFILE, or awsProfileName in "
             "sasl.jaas.config), awsRoleArn, or run where a container, instance or web "
