@@ -145,6 +145,22 @@ def test_oauthbearer_token_is_the_signers_and_verifies(creds: MskIamChecker) -> 
         assert SECRET not in text and TOKEN not in text and token.value not in text
 
 
+def test_one_token_per_client_made_again_after_ten_minutes(creds: MskIamChecker) -> None:
+    offset = [0.0]
+    provider = MskIamTokenProvider(REGION, clock=lambda: time.time() + offset[0])
+    first = provider.token()
+    offset[0] = 590                     # the buffer: 300 s before the 900 s token ends
+    assert provider.token() is first
+    offset[0] = 610
+    provider.token()                    # (a refresh may run on a thread of its own)
+    deadline = time.monotonic() + 10
+    while provider.fetched < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second = provider.token()
+    assert second is not first and provider.fetched == 2
+    assert creds.oauthbearer(second.value)["sub"] == ARN
+
+
 def test_aws_msk_iam_payload_is_javas(creds: MskIamChecker) -> None:
     mech = sasl_from_config({"bootstrap.servers": f"{MSK}:9098", **JAVA_IAM})
     assert isinstance(mech, SaslAwsMskIam)
