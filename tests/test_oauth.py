@@ -17,6 +17,7 @@ import gc
 import json
 import logging
 import pickle
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -243,7 +244,9 @@ def test_refresh_before_expiry_and_old_token_while_refresh_fails(
     first = provider.token()
     offset[0] = 79
     assert provider.token() is first and provider.fetched == 1
-    offset[0] = 86                      # past the refresh point, before the expiry
+    offset[0] = 86                      # past the refresh point, before the expiry:
+    assert provider.token() is first    # it serves on while a new one is fetched apart
+    _refreshed(provider)
     second = provider.token()
     assert second.value != first.value and provider.fetched == 2
     assert second.expires_at > first.expires_at  # type: ignore[operator]
@@ -251,8 +254,12 @@ def test_refresh_before_expiry_and_old_token_while_refresh_fails(
     caplog.set_level(logging.DEBUG, logger="kproto")
     oidc.clients[CLIENT] = "rotated"
     offset[0] = 86 + 86
+    asked = len(oidc.requests)
     assert provider.token() is second                  # one attempt, a warning
+    _refreshed(provider)
     assert provider.token() is second                  # within the backoff: no attempt
+    _refreshed(provider)
+    assert len(oidc.requests) == asked + 1
     assert "refreshing the OAUTHBEARER token failed" in caplog.text
     offset[0] = 86 + 101
     time.sleep(0.15)                                   # past the 0.1 s retry backoff
@@ -260,6 +267,48 @@ def test_refresh_before_expiry_and_old_token_while_refresh_fails(
         provider.token()
     _no_secret(None, caplog.text, SECRET)
     assert first.value not in caplog.text and second.value not in caplog.text
+
+
+def _refreshed(provider: Any) -> None:  # noqa: ANN401
+    """Wait for the provider's background refresh, if one runs."""
+    thread = provider._refresher
+    if thread is not None:
+        thread.join(30)
+        assert not thread.is_alive()
+
+
+def test_a_slow_endpoint_never_holds_up_a_login_with_a_valid_token(
+        oidc: OidcServer, ca_file: str) -> None:
+    """Past the refresh point a login (a re-authentication on a consumer's poll, the
+    producer's sender) got its token from a fetch on its own thread: an endpoint taking
+    seconds held the poll that long (up to connect + read timeouts, 20 s by default).
+    Java refreshes on a thread of its own; so does kproto now."""
+    oidc.lifetime = 100
+    offset = [0.0]
+    oidc.clock = clock = lambda: time.time() + offset[0]  # noqa: E731
+    provider = _provider(oidc, ca_file, clock=clock)
+    first = provider.token()
+    real, slow = oidc.answer, threading.Event()
+
+    def answer(*args: Any) -> Any:  # noqa: ANN401
+        slow.wait(30)                   # held until the test has its token
+        return real(*args)
+
+    oidc.answer = answer  # type: ignore[method-assign]
+    try:
+        offset[0] = 90
+        start = time.monotonic()
+        for _ in range(5):
+            assert provider.token() is first
+        took = time.monotonic() - start
+        slow.set()
+        _refreshed(provider)
+    finally:
+        oidc.answer = real  # type: ignore[method-assign]
+    assert took < 1.0, took
+    second = provider.token()
+    assert second.value != first.value and provider.fetched == 2
+    assert len(oidc.requests) == 2      # one refresh, however many logins asked meanwhile
 
 
 # --------------------------------------------------------------------------- lying endpoints

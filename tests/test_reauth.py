@@ -207,13 +207,16 @@ def test_failed_reauthentication_closes_and_keeps_answers(
 
     # a new token at half its 3 s life, before the re-authentication (1.7-1.9 s)
     policy = RefreshPolicy(window_factor=0.5, window_jitter=0, min_period=0, buffer=0)
-    conn = BrokerConnection(fresh.address, timeout=10,
-                            sasl=SaslOauthBearer(CallbackTokenProvider(oauth_cb, policy=policy)))
+    provider = CallbackTokenProvider(oauth_cb, policy=policy)
+    conn = BrokerConnection(fresh.address, timeout=10, sasl=SaslOauthBearer(provider))
     with conn:
         _meta(conn)
         logged_in = time.monotonic()
         _sleep_until(logged_in + 0.75 * LIFETIME_MS / 1000)
         before = conn.send(ApiKey.METADATA, {"topics": None})
+        provider.token()        # past its refresh point: the new token is fetched apart
+        if provider._refresher is not None:
+            provider._refresher.join(5)
         _sleep_until(logged_in + 0.97 * LIFETIME_MS / 1000)
         with pytest.raises(SaslAuthenticationFailedError, match="principals"):
             conn.send(ApiKey.METADATA, {"topics": None})
@@ -271,3 +274,49 @@ def test_producer_and_consumer_across_lifetimes(fresh: ReauthGateway, oidc: Oidc
     producer_reauths = sum(c.reauthentications for c in producer_conns)
     fetch_reauths = sum(c.reauthentications for c in fetch_conns)
     assert producer_reauths >= 2 and fetch_reauths >= 2, (producer_reauths, fetch_reauths)
+
+
+def test_poll_keeps_its_timeout_while_a_slow_endpoint_refreshes_the_token(
+        fresh: ReauthGateway, oidc: OidcServer, ca_file: tuple[Any, str]) -> None:
+    """A consumer re-authenticating every ~0.9 s while its token endpoint takes 2 s
+    to answer the refresh: poll(100 ms) stays near 100 ms (the refresh runs on a thread
+    of its own, the valid token serves meanwhile; it held each poll for the whole
+    fetch), the new token is used once it arrives, and no connection is killed."""
+    from kproto import Admin, Consumer
+
+    fresh.max_reauth_ms = 1000
+    settings = {"bootstrap.servers": fresh.address, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER", "sasl_allow_plaintext_plain": True,
+                "sasl.oauthbearer.token.endpoint.url": oidc.token_url,
+                "sasl.oauthbearer.client.id": CLIENT, "sasl.oauthbearer.client.secret": SECRET,
+                "https.ca.location": ca_file[1], "sasl.login.refresh.window.factor": 0.5,
+                "sasl.login.refresh.window.jitter": 0, "sasl.login.refresh.buffer.seconds": 0,
+                "sasl.login.refresh.min.period.seconds": 0}
+    topic = f"reauth-slow-idp-{time.monotonic_ns()}"
+    real = oidc.answer
+
+    def slow(*args: Any) -> Any:  # noqa: ANN401
+        time.sleep(2)
+        return real(*args)
+
+    oidc.lifetime = 8               # refreshed at 4 s, in the background for 2 s
+    try:
+        with Admin(settings) as admin:
+            admin.create_topics({topic: 1})
+        with Consumer(settings, auto_offset_reset="earliest", fetch_max_wait_ms=200) as c:
+            c.assign([(topic, 0)])
+            c.poll(100)
+            provider = c._cluster.sasl.provider           # type: ignore[union-attr]
+            oidc.answer = slow  # type: ignore[method-assign]
+            worst, end = 0.0, time.monotonic() + 7
+            while time.monotonic() < end:
+                start = time.monotonic()
+                c.poll(100)
+                worst = max(worst, time.monotonic() - start)
+            fetch_reauths = sum(x.reauthentications for x in c._fetches._conns.values())
+    finally:
+        oidc.answer = real  # type: ignore[method-assign]
+        oidc.lifetime = 300
+    assert worst < 1.0, worst
+    assert provider.fetched == 2 and fetch_reauths >= 4, (provider.fetched, fetch_reauths)
+    assert fresh.expired_kills == 0 and not fresh.refused

@@ -265,8 +265,11 @@ class RefreshPolicy:
 
 class _CachedProvider:
     """A token fetched by :meth:`_fetch`, kept until its refresh time, shared by every
-    thread (one fetch at a time). Past the refresh time one attempt is made; if it
-    fails the current token serves on while it is valid, tried again after a backoff."""
+    thread. Past the refresh time, while the token is still valid, it serves on and a
+    new one is fetched on a thread of its own (Java's refresher thread: a login or a
+    re-authentication - on a consumer's poll, a producer's sender - never waits on the
+    token endpoint while it holds a valid token); a failed refresh is tried again
+    after a backoff. Without a valid token the caller fetches it (one fetch at a time)."""
 
     def __init__(self, policy: RefreshPolicy | None = None,
                  clock: Callable[[], float] = time.time) -> None:
@@ -277,56 +280,74 @@ class _CachedProvider:
         self._refresh_at = 0.0
         self._retry_at = 0.0
         self._failures = 0
+        #: The thread fetching a new token in the background, while there is one.
+        self._refresher: threading.Thread | None = None
         #: Tokens fetched so far (for tests and logs).
         self.fetched = 0
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for name in ("_lock", "_token"):
+        for name in ("_lock", "_token", "_refresher"):
             state.pop(name)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
-        self._token = None
+        self._token, self._refresher = None, None
         self._refresh_at = self._retry_at = 0.0
 
     def _fetch(self, *, retry: bool) -> OAuthToken:
         raise NotImplementedError
 
     def token(self) -> OAuthToken:
-        """The current token: the kept one, or a new one past its refresh time."""
+        """The current token (see the class docstring)."""
         with self._lock:
             now = self._clock()
             old = self._token
-            valid = old is not None and old.expires_at is not None and now < old.expires_at
-            if valid and (now < self._refresh_at or now < self._retry_at):
-                assert old is not None
+            if old is not None and old.expires_at is not None and now < old.expires_at:
+                if now >= self._refresh_at and now >= self._retry_at and \
+                        self._refresher is None:
+                    self._refresher = threading.Thread(target=self._refresh, daemon=True,
+                                                       name="kproto-oauthbearer-refresh")
+                    self._refresher.start()
                 return old
-            try:
-                new = self._fetch(retry=not valid)
-            except KprotoError as exc:
-                if not valid:
-                    raise
-                assert old is not None and old.expires_at is not None
+            return self._keep(self._fetch(retry=True))
+
+    def _keep(self, new: OAuthToken) -> OAuthToken:
+        """Check ``new`` and make it the current token (under the lock)."""
+        now = self._clock()
+        check_token(new, repr(self))
+        if new.expires_at is not None and new.expires_at <= now:
+            raise SaslAuthenticationFailedError(
+                f"the token from {self!r} expired {now - new.expires_at:.0f} s ago (is "
+                "this host's clock right?)")
+        self._token, self._failures, self.fetched = new, 0, self.fetched + 1
+        self._refresh_at = self.policy.refresh_at(now, new)
+        log.debug("OAUTHBEARER token for %s from %r, valid until %s, refreshed in %.1f s",
+                  new.principal, self, new.expires_at, self._refresh_at - now)
+        return new
+
+    def _refresh(self) -> None:
+        """The refresher thread: one attempt; a failure logs a warning (no secrets) and
+        sets when the next attempt may be made (the current token serves meanwhile)."""
+        try:
+            new = self._fetch(retry=False)
+            with self._lock:
+                self._keep(new)
+        except Exception as exc:  # noqa: BLE001 - the thread's end: every failure is logged
+            reason = exc if isinstance(exc, KprotoError) else type(exc).__name__
+            with self._lock:
                 self._failures += 1
                 wait = self.policy.retry_backoff * 2 ** min(self._failures - 1, 30)
+                now = self._clock()
                 self._retry_at = now + min(wait, self.policy.retry_backoff_max)
-                log.warning("refreshing the OAUTHBEARER token failed (%s); the current one, "
-                            "valid %.0f s more, serves meanwhile", exc, old.expires_at - now)
-                return old
-            now = self._clock()
-            check_token(new, repr(self))
-            if new.expires_at is not None and new.expires_at <= now:
-                raise SaslAuthenticationFailedError(
-                    f"the token from {self!r} expired {now - new.expires_at:.0f} s ago (is "
-                    "this host's clock right?)")
-            self._token, self._failures, self.fetched = new, 0, self.fetched + 1
-            self._refresh_at = self.policy.refresh_at(now, new)
-            log.debug("OAUTHBEARER token for %s from %r, valid until %s, refreshed in %.1f s",
-                      new.principal, self, new.expires_at, self._refresh_at - now)
-            return new
+                left = (self._token.expires_at or now) - now if self._token else 0.0
+            log.warning("refreshing the OAUTHBEARER token failed (%s); the current one, "
+                        "valid %.0f s more, serves meanwhile", reason, left)
+        finally:
+            with self._lock:
+                self._refresher = None
 
 
 def _expiry(value: Any, what: str, *, millis_above: float | None = None) -> float:
