@@ -253,7 +253,8 @@ def test_the_profiles_region_and_credentials(aws_env: Any) -> None:  # noqa: ANN
     checker = MskIamChecker("ca-central-1", {KEY: IamAccount(SECRET, ARN)})
     mech = sasl_from_config({**JAVA_OAUTH, "bootstrap.servers": "127.0.0.1:9098",
                              "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
-                             'OAuthBearerLoginModule required awsProfileName="etl";'})
+                             'OAuthBearerLoginModule required awsProfileName="etl" '
+                             'awsStsRegion="eu-west-1";'})     # (Java's debug STS region)
     assert checker.oauthbearer(mech.provider.token().value)["sub"] == ARN  # type: ignore
 
 
