@@ -296,3 +296,28 @@ def test_a_broken_inline_client_certificate_is_a_config_error(damage: str) -> No
                                  "ssl.keystore.certificate.chain": broken,
                                  "ssl.keystore.key": key})
     assert info.value.__context__ is None and info.value.__cause__ is None
+
+
+# --------------------------------------------------------------------------- secrets that are no text
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "OAUTHBEARER"])
+def test_a_secret_that_is_not_text_is_refused_before_it_can_be_quoted(mechanism: str) -> None:
+    """A password read from bytes that were not UTF-8 (surrogateescape: sys.argv, the
+    environment) has a lone surrogate; encoding it at login raised a UnicodeEncodeError
+    whose repr holds the whole password (PLAIN's, the OAuth client secret in its Basic
+    header), escaped so that the CLI's masking did not find it."""
+    secret = SECRETS[0] + "\udcff"
+    cfg: dict[str, Any] = {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+                           "sasl.username": "u", "sasl.password": secret}
+    if mechanism == "OAUTHBEARER":
+        cfg = {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+               "sasl.oauthbearer.token.endpoint.url": "https://127.0.0.1:9/token",
+               "sasl.oauthbearer.client.id": "app", "sasl.oauthbearer.client.secret": secret}
+    with pytest.raises(ConfigError, match="not valid text") as info:
+        mech = sasl_from_config(cfg)
+        mech.authenticate(lambda token: b"")        # (before the fix: raised here)
+    seen: BaseException | None = info.value
+    while seen is not None:
+        assert SECRETS[0] not in repr(seen) and SECRETS[0] not in str(seen)
+        seen = seen.__cause__ or seen.__context__

@@ -311,11 +311,25 @@ def sasl_from_config(cfg: Mapping[str, Any]
 # --------------------------------------------------------------------------- SASL
 
 
+def is_text(value: str) -> bool:
+    """Whether ``value`` encodes as UTF-8: a lone surrogate (undecodable bytes read with
+    ``surrogateescape``) makes a UnicodeEncodeError whose repr holds all of it, so a
+    secret is checked first and refused outside any handler."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_text(what: str, value: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"SASL {what} must be a str, not {type(value).__name__}")
     if "\x00" in value:
         raise ConfigError(f"SASL {what} must not contain NUL characters")
+    if not is_text(value):
+        raise ConfigError(f"SASL {what} is not valid text (it has a lone surrogate: bytes "
+                          "that were not UTF-8?)")
     return value
 
 
