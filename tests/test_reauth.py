@@ -320,3 +320,65 @@ def test_poll_keeps_its_timeout_while_a_slow_endpoint_refreshes_the_token(
     assert worst < 1.0, worst
     assert provider.fetched == 2 and fetch_reauths >= 4, (provider.fetched, fetch_reauths)
     assert fresh.expired_kills == 0 and not fresh.refused
+
+
+def test_connections_cut_during_reauthentication_lose_and_repeat_nothing(
+        fresh: ReauthGateway) -> None:
+    """The gateway hangs up on every second re-authentication, at its SaslHandshake,
+    before the answers of what was in flight went out (Produce requests of an
+    idempotent producer, a consumer's long-polling Fetch): every record arrives once,
+    in order, no send fails, and the consumer's positions end at the end."""
+    from kproto import Admin, Consumer, Producer
+
+    from .oauth_support import _shut
+
+    fresh.max_reauth_ms = 600
+    real, cuts = fresh._sasl, [0, 0]
+
+    def cutting(raw: Any, up: Any, frame: bytes, session: Any, lock: Any, *,  # noqa: ANN401
+                reauth: bool) -> bool:
+        if reauth:
+            cuts[0] += 1
+            if cuts[0] % 2 == 0:
+                cuts[1] += 1
+                _shut(raw)
+                _shut(up)
+                return False
+        return real(raw, up, frame, session, lock, reauth=reauth)
+
+    topic = f"reauth-cut-{time.monotonic_ns()}"
+    scram = {"bootstrap.servers": fresh.address, "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob512",
+             "sasl.password": PASSWORD}
+    with Admin(scram) as admin:
+        admin.create_topics({topic: 2})
+    sent: list[bytes] = []
+    futures = []
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    fresh._sasl = cutting  # type: ignore[method-assign]
+    try:
+        with Producer(scram, linger_ms=5, acks="all", enable_idempotence=True) as producer, \
+                Consumer(scram, auto_offset_reset="earliest", fetch_max_wait_ms=400) as consumer:
+            consumer.assign([(topic, 0), (topic, 1)])
+            end, i = time.monotonic() + 4, 0
+            while time.monotonic() < end:
+                for _ in range(20):
+                    value = f"{i}".encode()
+                    futures.append(producer.send(topic, value, partition=i % 2))
+                    sent.append(value)
+                    i += 1
+                for r in consumer.poll(50):
+                    got[r.partition].append(r.value)
+            producer.flush(30)
+            deadline = time.monotonic() + 30
+            while sum(map(len, got.values())) < len(sent) and time.monotonic() < deadline:
+                for r in consumer.poll(300):
+                    got[r.partition].append(r.value)
+            positions = [consumer.position((topic, p)) for p in (0, 1)]
+    finally:
+        fresh._sasl = real  # type: ignore[method-assign]
+    assert cuts[1] >= 2, cuts
+    assert all(f.exception(0) is None for f in futures)
+    for p in (0, 1):
+        assert got[p] == [v for k, v in enumerate(sent) if k % 2 == p]
+    assert positions == [len(got[0]), len(got[1])]
