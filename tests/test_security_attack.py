@@ -321,3 +321,28 @@ def test_a_secret_that_is_not_text_is_refused_before_it_can_be_quoted(mechanism:
     while seen is not None:
         assert SECRETS[0] not in repr(seen) and SECRETS[0] not in str(seen)
         seen = seen.__cause__ or seen.__context__
+
+
+# --------------------------------------------------------------------------- Spark options
+
+
+@pytest.mark.parametrize("client", ["consumer", "producer"])
+@pytest.mark.parametrize("key", ["security.protocol", "sasl.jaas.config", "sasl.mechanism",
+                                 "ssl.truststore.location", "SSL.Truststore.Password",
+                                 "ssl.endpoint.identification.algorithm", "sasl.username"])
+def test_a_spark_option_without_its_kafka_prefix_is_refused(client: str, key: str) -> None:
+    """.option("security.protocol", "SASL_SSL") without "kafka.": Spark's Kafka source
+    ignores it, and so did kproto's, so a job meant to use TLS and SASL connected in
+    plaintext without its credentials (or failed on a confusing handshake error)."""
+    from kproto.spark.options import client_settings
+
+    options = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", "topic": "t",
+               key: SECRETS[0]}
+    with pytest.raises(ConfigError, match=f"'kafka.{key}'") as info:
+        client_settings(options, client)
+    assert SECRETS[0] not in str(info.value)
+    # the source's own options (some with a dot) are no client settings
+    fine = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+            "fetchOffset.numRetries": "3", "fetchOffset.retryIntervalMs": "10",
+            "startingOffsets": "earliest", "failOnDataLoss": "false"}
+    assert client_settings(fine, client)["bootstrap_servers"] == ["127.0.0.1:9"]

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import OPTIONS, resolve
+from ..config import ALIASES, OPTIONS, resolve
 from ..errors import ConfigError
 from ..structs import EARLIEST, LATEST
 
@@ -29,6 +29,10 @@ def client_settings(options: Mapping[str, str], client: str = "consumer") -> dic
     for key, value in options.items():
         low = key.lower()
         if not low.startswith("kafka."):
+            if "." in key and _is_client_setting(key):
+                raise ConfigError(f"option {key!r} is a Kafka client setting: give it as "
+                                  f"'kafka.{key}' (only kafka.-prefixed options reach the "
+                                  "client, as in Spark's Kafka source, which would ignore it)")
             continue
         name = key[len("kafka."):]
         if name.lower() in _CONSUMER_KEYS:
@@ -42,6 +46,15 @@ def client_settings(options: Mapping[str, str], client: str = "consumer") -> dic
         raw.setdefault("enable.auto.commit", "false")
         raw.setdefault("allow.auto.create.topics", "false")     # reading creates no topic
     return resolve(client, raw)
+
+
+def _is_client_setting(key: str) -> bool:
+    """Whether ``key`` (a source or sink option without the ``kafka.`` prefix) names a
+    client setting (``security.protocol``, ``sasl.jaas.config``...): given so it would
+    be dropped, and a job meant to use TLS and SASL would connect without them."""
+    name = key.strip().replace(".", "_").replace("-", "_").lower()
+    return ALIASES.get(name, name) in OPTIONS or name in (
+        "ssl_endpoint_identification_algorithm", "enable_ssl_certificate_verification")
 
 
 def settings_for(settings: Mapping[str, Any], client: str) -> dict[str, Any]:
