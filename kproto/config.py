@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["resolve", "OPTIONS", "Option", "Settings", "SECRET_OPTIONS",
+__all__ = ["resolve", "OPTIONS", "Option", "Settings", "SECRET_OPTIONS", "SASL_CREDENTIALS",
            "endpoint_identification"]
 
 COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
@@ -361,6 +361,13 @@ SECRET_OPTIONS = frozenset({
     "ssl_keystore_password", "ssl_keydata", "sasl_oauthbearer_client_secret",
     "sasl_oauthbearer_config"})
 
+
+#: Settings that are credentials to log in with SASL: with a protocol without SASL they
+#: would be dropped silently (a ConfigError instead: kproto.net.security).
+SASL_CREDENTIALS = ("sasl_plain_username", "sasl_plain_password", "sasl_oauthbearer_client_id",
+                    "sasl_oauthbearer_client_secret", "sasl_oauthbearer_token_endpoint_url",
+                    "oauth_cb", "sasl_oauth_token_provider", "sasl_kerberos_keytab",
+                    "sasl_kerberos_principal")
 
 _MASKED = "'***'"
 

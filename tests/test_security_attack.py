@@ -346,3 +346,28 @@ def test_a_spark_option_without_its_kafka_prefix_is_refused(client: str, key: st
             "fetchOffset.numRetries": "3", "fetchOffset.retryIntervalMs": "10",
             "startingOffsets": "earliest", "failOnDataLoss": "false"}
     assert client_settings(fine, client)["bootstrap_servers"] == ["127.0.0.1:9"]
+
+
+# --------------------------------------------------------------------------- a forgotten protocol
+
+
+@pytest.mark.parametrize("protocol", [None, "PLAINTEXT", "SSL"])
+@pytest.mark.parametrize("creds", [
+    {"sasl.username": "u", "sasl.password": SECRETS[0]},
+    {"sasl.oauthbearer.token.endpoint.url": "https://idp.invalid/token",
+     "sasl.oauthbearer.client.id": "app", "sasl.oauthbearer.client.secret": SECRETS[0]},
+    {"oauth_cb": lambda config: ("t", 0)},
+    {"sasl.kerberos.keytab": "/etc/security/etl.keytab"},
+])
+def test_sasl_credentials_without_a_sasl_protocol_are_refused(protocol: str | None,
+                                                              creds: dict[str, Any]) -> None:
+    """Credentials with security.protocol forgotten (or SSL): they were dropped
+    silently and the client connected without logging in (as a JAAS line or a TLS
+    file with the wrong protocol, it is a ConfigError at construction)."""
+    cfg = {"bootstrap.servers": "127.0.0.1:9", **creds}
+    if protocol:
+        cfg["security.protocol"] = protocol
+    for make in (Producer, Consumer, Admin):
+        with pytest.raises(ConfigError, match="given but security_protocol is") as info:
+            make(cfg).close()
+        assert SECRETS[0] not in str(info.value)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..config import Settings
+from ..config import SASL_CREDENTIALS, Settings
 from ..errors import (
     BrokerError,
     ErrorCode,
@@ -182,7 +182,7 @@ class Cluster:
                                           "ssl_keyfile", "sasl_mechanism",
                                           "sasl_jaas_config", "ssl_cadata", "ssl_certdata",
                                           "ssl_keydata", "ssl_truststore_location",
-                                          "ssl_keystore_location")):
+                                          "ssl_keystore_location", *SASL_CREDENTIALS)):
             from .security import sasl_from_config, ssl_context_from_config
 
             self.ssl_context = ssl_context_from_config(self.settings)

@@ -27,7 +27,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..config import endpoint_identification
+from ..config import SASL_CREDENTIALS, endpoint_identification
 from ..errors import ConfigError, SaslAuthenticationFailedError
 from .jaas import merge_jaas
 from .msk import check_client_handler
@@ -265,6 +265,11 @@ def sasl_from_config(cfg: Mapping[str, Any]
         if mechanism:
             raise ConfigError(f"sasl_mechanism {mechanism} given but security_protocol is "
                               f"{proto}: use SASL_SSL (or SASL_PLAINTEXT)")
+        given = [k for k in SASL_CREDENTIALS if c.get(k) not in (None, "")]
+        if given:           # (a forgotten security.protocol: they would be dropped silently)
+            raise ConfigError(f"{', '.join(given)} given but security_protocol is {proto}: "
+                              "use SASL_SSL (or SASL_PLAINTEXT) and a sasl_mechanism to log "
+                              "in with them")
         return None
     if not mechanism:
         raise ConfigError(f"security_protocol {proto} needs sasl_mechanism "
