@@ -371,6 +371,8 @@ class Transport:
                     raw = self._read(answer, method, url, limit)
                 except (HTTPError, http.client.HTTPException, OSError) as exc:
                     raise self._failure(exc, method, url, deadline) from None
+                if deadline.passed:     # the deadline shut the socket: what was read is cut
+                    raise self._failure(SocketTimeoutError(), method, url, deadline)
                 location = answer.headers.get("Location")
                 if answer.status not in _REDIRECTS or not location:
                     break

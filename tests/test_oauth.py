@@ -37,7 +37,7 @@ from kproto.net.oidc import OidcTokenProvider
 from kproto.net.security import sasl_from_config
 from kproto.protocol import ApiKey
 
-from .http_faults import FOREVER, FaultServer, answer, redirect
+from .http_faults import CLOSE, FOREVER, FaultServer, answer, redirect
 from .oauth_support import JwtValidator, OidcServer, ReauthGateway
 
 SECRET = "s3cret-Client-Pw!"          # distinctive: looked for in errors, reprs, logs
@@ -400,6 +400,23 @@ def test_huge_or_odd_exp(oidc: OidcServer, fault: FaultServer) -> None:
         else:
             with pytest.raises(SaslAuthenticationFailedError, match="'exp' claim"):
                 provider.token()
+
+
+def test_an_answer_cut_short_is_no_answer(oidc: OidcServer, fault: FaultServer) -> None:
+    """An endpoint that sends a status line and hangs: the deadline shut the socket, and
+    what had been read was taken as a whole answer, an empty HTTP 200 ("the answer has
+    no access_token", final). A connection cut in the headers, or an empty 2xx, is
+    tried again (Java's HttpJwtRetriever retries an empty answer)."""
+    fault.default = [b"HTTP/1.1 200 OK\r\n", FOREVER]
+    with pytest.raises(SaslAuthenticationFailedError, match="no answer within the 1 s"):
+        _fault_provider(fault.url).token()
+    good = _token_json(oidc.issue(CLIENT, "kafka"))
+    fault.requests.clear()
+    fault.answers = [[b"HTTP/1.1 200 OK\r\nContent-Le", CLOSE], [answer(200, b"")],
+                     [answer(200, good)]]
+    provider = _fault_provider(fault.url, policy=RefreshPolicy(retry_backoff=0.01,
+                                                               retry_backoff_max=5))
+    assert provider.token().principal == CLIENT and len(fault.requests) == 3
 
 
 def test_retries_5xx_then_succeeds(oidc: OidcServer, fault: FaultServer) -> None:

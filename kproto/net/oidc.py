@@ -86,6 +86,8 @@ class _TokenEndpoint(Transport):
             body = json.loads(raw) if raw else None
         except (ValueError, RecursionError):
             parsed = False
+        if not raw and 200 <= status < 300:     # (no status: tried again, as Java does)
+            raise self._error(f"HTTP {status}, but the answer is empty (cut short?)", shown)
         if not parsed and 200 <= status < 300:
             kind = "an HTML page" if raw.lstrip()[:1] == b"<" else "not JSON"
             raise self._error(f"HTTP {status}, but the answer is {kind} ({len(raw)} bytes)",
