@@ -298,7 +298,7 @@ def test_a_broken_inline_client_certificate_is_a_config_error(damage: str) -> No
     assert info.value.__context__ is None and info.value.__cause__ is None
 
 
-# --------------------------------------------------------------------------- secrets that are no text
+# ------------------------------------------------------------------------ secrets that are no text
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "OAUTHBEARER"])
@@ -371,3 +371,24 @@ def test_sasl_credentials_without_a_sasl_protocol_are_refused(protocol: str | No
         with pytest.raises(ConfigError, match="given but security_protocol is") as info:
             make(cfg).close()
         assert SECRETS[0] not in str(info.value)
+
+
+@pytest.mark.parametrize("handler", [
+    "kafkashaded.org.apache.kafka.common.security.oauthbearer.secured."
+    "OAuthBearerLoginCallbackHandler",
+    "kafkashaded.org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"])
+def test_databricks_shaded_oauth_handler_is_javas(handler: str) -> None:
+    """Databricks' Kafka is shaded (kafkashaded.org.apache.kafka...): its JAAS module was
+    taken, its OAuthBearerLoginCallbackHandler was refused as an unknown Java class."""
+    mech = sasl_from_config({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.login.callback.handler.class": handler,
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.invalid/token",
+        "sasl.jaas.config": "kafkashaded.org.apache.kafka.common.security.oauthbearer."
+                            f'OAuthBearerLoginModule required clientId="app" '
+                            f'clientSecret="{SECRETS[0]}";'})
+    assert "OidcTokenProvider(https://idp.invalid/token" in repr(mech)
+    with pytest.raises(ConfigError, match="is a Java class"):
+        sasl_from_config({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                          "sasl.login.callback.handler.class": "kafkashaded.com.acme.Handler",
+                          "sasl.oauthbearer.token.endpoint.url": "https://idp.invalid/t"})

@@ -261,7 +261,8 @@ def oauthbearer_from_config(c: Mapping[str, Any]) -> SaslOauthBearer:
     client_handler = java_class(c.get("sasl_client_callback_handler_class"))
     iam = java_class(handler) == IAM_OAUTH_HANDLER or \
         (not handler and client_handler == IAM_OAUTH_HANDLER)
-    if handler and not iam and str(handler).strip() not in _JAVA_HANDLERS:
+    if handler and not iam and str(handler).strip().removeprefix("kafkashaded.") \
+            not in _JAVA_HANDLERS:          # (Databricks' shaded Kafka names the same class)
         raise ConfigError(f"sasl.login.callback.handler.class {str(handler)[:120]!r} is a Java "
                           "class: pass a Python token provider as oauth_cb= (or "
                           "sasl_oauth_token_provider=) instead (AWS MSK IAM's "
