@@ -392,3 +392,19 @@ def test_databricks_shaded_oauth_handler_is_javas(handler: str) -> None:
         sasl_from_config({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
                           "sasl.login.callback.handler.class": "kafkashaded.com.acme.Handler",
                           "sasl.oauthbearer.token.endpoint.url": "https://idp.invalid/t"})
+
+
+def test_spark_options_under_kprotos_underscored_names() -> None:
+    """kafka.client_id (kproto's name) met the source's default kafka client.id: the
+    default won silently (now it is the user's), kafka.group_id passed the refusal of
+    group.id, kafka.bootstrap_servers was 'required'."""
+    from kproto.spark.options import client_settings
+
+    base = {"subscribe": "t"}
+    got = client_settings({**base, "kafka.bootstrap_servers": "127.0.0.1:9",
+                           "kafka.client_id": "mine", "kafka.allow_auto_create_topics": "true"})
+    assert got["client_id"] == "mine" and got["allow_auto_create_topics"] is True
+    assert got["bootstrap_servers"] == ["127.0.0.1:9"]
+    for key in ("kafka.group_id", "kafka.enable_auto_commit", "kafka.Group.Id"):
+        with pytest.raises(ConfigError, match="is not supported"):
+            client_settings({**base, "kafka.bootstrap.servers": "127.0.0.1:9", key: "x"})

@@ -35,24 +35,30 @@ def client_settings(options: Mapping[str, str], client: str = "consumer") -> dic
                                   "client, as in Spark's Kafka source, which would ignore it)")
             continue
         name = key[len("kafka."):]
-        if name.lower() in _CONSUMER_KEYS:
+        if _norm(name) in {_norm(k) for k in _CONSUMER_KEYS}:
             raise ConfigError(f"option {key!r} is not supported: the source manages offsets "
                               "itself and returns bytes")
         raw[name] = value
-    if not any(k.lower() == "bootstrap.servers" for k in raw):
+    given = {_norm(k) for k in raw}     # (kafka.client.id and kafka.client_id alike)
+    if "bootstrap_servers" not in given:
         raise ConfigError("option 'kafka.bootstrap.servers' is required")
-    raw.setdefault("client.id", "kproto-spark")
-    if client == "consumer":
-        raw.setdefault("enable.auto.commit", "false")
-        raw.setdefault("allow.auto.create.topics", "false")     # reading creates no topic
+    defaults = {"client.id": "kproto-spark"}
+    if client == "consumer":        # reading commits and creates nothing
+        defaults.update({"enable.auto.commit": "false", "allow.auto.create.topics": "false"})
+    raw.update({k: v for k, v in defaults.items() if _norm(k) not in given})
     return resolve(client, raw)
+
+
+def _norm(name: str) -> str:
+    """A setting's name as resolve() sees it (``client.id``, ``client_id``: one)."""
+    return name.strip().replace(".", "_").replace("-", "_").lower()
 
 
 def _is_client_setting(key: str) -> bool:
     """Whether ``key`` (a source or sink option without the ``kafka.`` prefix) names a
     client setting (``security.protocol``, ``sasl.jaas.config``...): given so it would
     be dropped, and a job meant to use TLS and SASL would connect without them."""
-    name = key.strip().replace(".", "_").replace("-", "_").lower()
+    name = _norm(key)
     return ALIASES.get(name, name) in OPTIONS or name in (
         "ssl_endpoint_identification_algorithm", "enable_ssl_certificate_verification")
 
