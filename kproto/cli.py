@@ -43,8 +43,11 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     if not args.bootstrap_servers:
         raise UsageError("no broker given: use -b HOST:PORT or set "
                          "KPROTO_BOOTSTRAP_SERVERS")
-    return {"bootstrap.servers": args.bootstrap_servers, "client.id": "kproto-cli",
-            **dict(args.X or [])}
+    given = dict(args.X or [])
+    named = {k.strip().replace(".", "_").replace("-", "_").lower() for k in given}
+    base = {"bootstrap.servers": args.bootstrap_servers, "client.id": "kproto-cli"}
+    # -X wins over -b and the defaults under any of a setting's names (client_id too)
+    return {**{k: v for k, v in base.items() if k.replace(".", "_") not in named}, **given}
 
 
 def _filtered(settings: dict[str, Any], client: str) -> dict[str, Any]:

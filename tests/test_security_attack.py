@@ -408,3 +408,15 @@ def test_spark_options_under_kprotos_underscored_names() -> None:
     for key in ("kafka.group_id", "kafka.enable_auto_commit", "kafka.Group.Id"):
         with pytest.raises(ConfigError, match="is not supported"):
             client_settings({**base, "kafka.bootstrap.servers": "127.0.0.1:9", key: "x"})
+
+
+def test_cli_x_settings_under_kprotos_names_override_the_cli_defaults(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """-X client_id=... met the CLI's own client.id: with one setting under two names
+    refused, the CLI refused its own default; -X wins, under any of the names."""
+    from kproto.cli import main
+
+    code = main(["-b", "127.0.0.1:1", "-X", "client_id=mine", "-X", "request.timeout.ms=300",
+                 "-X", "bootstrap_servers=127.0.0.1:2", "metadata"])
+    err = capsys.readouterr().err
+    assert code == 1 and "ConfigError" not in err and "127.0.0.1:2" in err, err
