@@ -17,13 +17,16 @@ that suggests the closest known key.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .config_providers import ConfigProviders
 from .errors import ConfigError
 
-__all__ = ["resolve", "OPTIONS", "Option", "Settings", "SECRET_OPTIONS", "SASL_CREDENTIALS",
+__all__ = ["resolve", "expand_secrets", "OPTIONS", "Option", "Settings", "SECRET_OPTIONS",
+           "SASL_CREDENTIALS",
            "endpoint_identification"]
 
 COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
@@ -142,6 +145,9 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
          "largest response accepted; larger closes the connection"),
         ("security_protocol", "PLAINTEXT",
          _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "transport security"),
+        ("config_providers", None, _any,
+         "config.providers and config.providers.<name>.class / .param.* (KIP-297): "
+         "${env:NAME}, ${file:PATH:KEY}, ${dir:DIR:FILE} in settings (kproto.config_providers)"),
         ("ssl_context", None, _any, "a ready ssl.SSLContext (wins over the ssl_* files)"),
         ("ssl_cafile", None, _opt_str, "CA bundle (PEM file, or a directory of hashed CA "
          "files) that signs the brokers' certificates"),
@@ -396,6 +402,47 @@ def _refuse_two_names(origin: dict[str, str], target: str, raw_key: Any,  # noqa
                           "pick one)")
 
 
+#: config.providers and its per-provider keys (underscored): config_providers_env_class...
+_PROVIDER_KEY = re.compile(r"config_providers(?:_([a-z0-9]+)_(class|param_\w+))?")
+
+
+def _provider_spec(*sources: Mapping[str, Any]) -> dict[str, str]:
+    """The ``config.providers*`` settings of ``sources`` (later ones win), keyed as
+    :class:`~kproto.config_providers.ConfigProviders` takes them."""
+    spec: dict[str, str] = {}
+    for source in sources:
+        for raw_key, value in source.items():
+            key = str(raw_key).strip().replace(".", "_").replace("-", "_").lower()
+            m = _PROVIDER_KEY.fullmatch(key)
+            if m is None or value is None:
+                continue
+            name, rest = m.groups()
+            if name is None and isinstance(value, Mapping):
+                spec.update({str(k): str(v) for k, v in value.items()})   # resolved before
+            elif name is None:
+                spec["names"] = str(value)
+            elif rest == "class":
+                spec[f"{name}.class"] = str(value)
+            else:                       # param_allowed_paths -> param.allowed.paths
+                spec[f"{name}.param.{rest[len('param_'):].replace('_', '.')}"] = str(value)
+    return spec
+
+
+def expand_secrets(settings: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``settings`` with the config-provider placeholders of its secrets read (where
+    a connection is made; :func:`resolve` leaves them as written so that settings
+    shipped elsewhere - to Spark executors - carry no secret)."""
+    spec = settings.get("config_providers")
+    if not spec:
+        return settings
+    providers = ConfigProviders(spec)
+    out = dict(settings)
+    for key in SECRET_OPTIONS:
+        if isinstance(out.get(key), str):
+            out[key] = providers.expand(key, out[key])
+    return out
+
+
 def resolve(client: str, config: Mapping[str, Any] | None = None, **kwargs: Any
             ) -> Settings:
     """The full settings of a ``client`` ("producer", "consumer", "admin").
@@ -409,11 +456,19 @@ def resolve(client: str, config: Mapping[str, Any] | None = None, **kwargs: Any
     (:class:`Settings`).
     """
     given: dict[str, Any] = {}
+    spec = _provider_spec((config or {}), kwargs)
+    providers = ConfigProviders(spec) if spec else None
+    if spec:
+        given["config_providers"] = spec
     for source in (config or {}), kwargs:
         origin: dict[str, str] = {}
         for raw_key, value in source.items():
             key = str(raw_key).strip().replace(".", "_").replace("-", "_").lower()
+            if _PROVIDER_KEY.fullmatch(key):
+                continue                    # read above (_provider_spec)
             key = ALIASES.get(key, key)
+            if providers and key not in SECRET_OPTIONS:
+                value = providers.expand(str(raw_key), value)   # secrets: expand_secrets()
             if key in _SPECIAL:
                 target, conv = _SPECIAL[key]
                 if value is None:

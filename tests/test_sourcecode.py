@@ -151,6 +151,7 @@ TOP_LEVEL = {
     "fetched": "what the core slices into (leaf; kproto.records.fetched)",
     "compression": "codecs the core calls (leaf; kproto.records.compression)",
     "config": "settings (leaf)",
+    "config_providers": "${env:...} / ${file:...} in settings, read where a client connects",
     "errors": "the exception hierarchy (leaf)",
     "structs": "TopicPartition and the other shared records (leaf)",
     "admin": "the Admin client: one module, no state of its own beyond a Cluster",

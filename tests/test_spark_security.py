@@ -129,3 +129,43 @@ def test_what_executors_get_holds_no_key_material(chain: SecureChain, pki: Pki) 
     for r in ranges:
         assert not any(s in repr(r) for s in SECRETS)
         assert dict(r.settings)["ssl_keystore_location"] == pki.key_p12
+
+
+def test_secrets_named_by_config_providers_are_read_by_each_executor_not_shipped(
+        spark: Any, chain: SecureChain, pki: Pki, tmp_path: Any) -> None:
+    """With Kafka's config providers (KIP-297) the options name where the secrets are
+    (a properties file every executor can read: a mounted secret), the job reads and
+    writes through TLS + SASL, and nothing pickled for the executors holds a secret."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kproto.spark.sink import KprotoWriter
+    from kproto.spark.source import KprotoBatchReader
+
+    from .tls_support import PASSWORD
+
+    secrets = tmp_path / "kafka-secrets.properties"
+    secrets.write_text(f"password={PASSWORD}\ntruststore={TS_PASS}\nkeystore={KS_PASS}\n")
+    secrets.chmod(0o600)
+    ref = f"${{file:{secrets}:%s}}"
+    opts = {**spark_options(chain, pki),
+            "kafka.config.providers": "file",
+            "kafka.config.providers.file.class":
+                "org.apache.kafka.common.config.provider.FileConfigProvider",
+            "kafka.sasl.jaas.config": JAAS.replace(PASSWORD, ref % "password"),
+            "kafka.ssl.truststore.password": ref % "truststore",
+            "kafka.ssl.keystore.password": ref % "keystore"}
+    assert not any(s in str(opts) for s in SECRETS)
+    topic = "spark-config-providers"
+    rows = [(f"k{i}", f"v{i}") for i in range(50)]
+    spark.createDataFrame(rows, "key string, value string").write.format("kproto") \
+        .mode("append").options(**opts).option("topic", topic).save()
+    got = (spark.read.format("kproto").options(**opts).option("subscribe", topic).load()
+           .selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v").collect())
+    assert sorted((r.k, r.v) for r in got) == sorted(rows)
+    reader = KprotoBatchReader({**opts, "subscribe": topic}, None)
+    writer = KprotoWriter({**opts, "topic": topic}, StructType([StructField("value",
+                                                                            BinaryType())]))
+    for obj in (reader, writer, *reader.partitions()):
+        blob = pickle.dumps(obj)
+        assert not any(s.encode() in blob for s in SECRETS), type(obj).__name__
+        assert b"${file:" in blob

@@ -183,10 +183,12 @@ class Cluster:
                                           "sasl_jaas_config", "ssl_cadata", "ssl_certdata",
                                           "ssl_keydata", "ssl_truststore_location",
                                           "ssl_keystore_location", *SASL_CREDENTIALS)):
+            from ..config import expand_secrets
             from .security import sasl_from_config, ssl_context_from_config
 
-            self.ssl_context = ssl_context_from_config(self.settings)
-            self.sasl = sasl_from_config(self.settings)
+            secured = expand_secrets(self.settings)     # ${env:...}: read here, kept nowhere
+            self.ssl_context = ssl_context_from_config(secured)
+            self.sasl = sasl_from_config(secured)
         self.metadata = ClusterMetadata()
         #: Topics whose metadata is maintained (None: every topic).
         self.topics: set[str] = set()
