@@ -27,6 +27,7 @@ tests/test_reauth.py).
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.server
 import json
 import re
@@ -38,7 +39,7 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -453,3 +454,26 @@ def _shut(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def in_front_of_tansu(gw: ReauthGateway) -> Iterator[ReauthGateway]:
+    """A real Tansu advertising ``gw``'s port (so every client connection, also to
+    the brokers the metadata names, goes through the gateway); both stopped at the
+    end. Fails the test if Tansu cannot start."""
+    import pytest
+
+    from kproto.testing import TansuBroker
+
+    broker = TansuBroker(advertised_port=gw.port)
+    try:
+        broker.start()
+    except RuntimeError as exc:
+        gw.stop()
+        pytest.fail(f"could not start the Tansu broker: {exc}", pytrace=False)
+    gw.upstream = (broker.host, broker.port)
+    try:
+        yield gw
+    finally:
+        gw.stop()
+        broker.stop()

@@ -41,7 +41,7 @@ from kproto.net import BrokerConnection
 from kproto.net.security import sasl_from_config
 from kproto.protocol import ApiKey
 
-from .oauth_support import ReauthGateway
+from .oauth_support import ReauthGateway, in_front_of_tansu
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 FAILED = ("Authentication failed during authentication due to invalid credentials with "
@@ -167,20 +167,11 @@ class Gateway:
 
 @pytest.fixture(scope="module")
 def _gateway(realm: Realm) -> Iterator[Gateway]:
-    from kproto.testing import TansuBroker
 
     reasons: list[str] = []
     gw = ReauthGateway(("127.0.0.1", 1), mechanisms={"GSSAPI": _server(realm, reasons)})
-    broker = TansuBroker(advertised_port=gw.port)
-    try:
-        broker.start()
-    except RuntimeError as exc:
-        gw.stop()
-        pytest.fail(f"could not start the Tansu broker: {exc}", pytrace=False)
-    gw.upstream = (broker.host, broker.port)
-    yield Gateway(gw, reasons)
-    gw.stop()
-    broker.stop()
+    with in_front_of_tansu(gw):
+        yield Gateway(gw, reasons)
 
 
 @pytest.fixture()

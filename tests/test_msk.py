@@ -440,22 +440,12 @@ def checker() -> MskIamChecker:
 @pytest.fixture(scope="module")
 def gateway(checker: MskIamChecker) -> Iterator[Any]:
     """IN-TEST gateway (tests/oauth_support.py) checking as MSK, in front of Tansu."""
-    from kproto.testing import TansuBroker
-
-    from .oauth_support import ReauthGateway
+    from .oauth_support import ReauthGateway, in_front_of_tansu
 
     gw = ReauthGateway(("127.0.0.1", 1), validator=checker.oauthbearer,
                        mechanisms={"AWS_MSK_IAM": checker.stepper})
-    broker = TansuBroker(advertised_port=gw.port)
-    try:
-        broker.start()
-    except RuntimeError as exc:
-        gw.stop()
-        pytest.fail(f"could not start the Tansu broker: {exc}", pytrace=False)
-    gw.upstream = (broker.host, broker.port)
-    yield gw
-    gw.stop()
-    broker.stop()
+    with in_front_of_tansu(gw):
+        yield gw
 
 
 def _java(gateway: Any, base: dict[str, Any], **more: Any) -> dict[str, Any]:  # noqa: ANN401

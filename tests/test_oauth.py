@@ -38,7 +38,7 @@ from kproto.net.security import sasl_from_config
 from kproto.protocol import ApiKey
 
 from .http_faults import CLOSE, FOREVER, FaultServer, answer, redirect
-from .oauth_support import JwtValidator, OidcServer, ReauthGateway
+from .oauth_support import JwtValidator, OidcServer, ReauthGateway, in_front_of_tansu
 
 SECRET = "s3cret-Client-Pw!"          # distinctive: looked for in errors, reprs, logs
 CLIENT = "kproto-app"
@@ -522,21 +522,12 @@ def oidc_module(ca: Any) -> Iterator[OidcServer]:  # noqa: ANN401
 @pytest.fixture(scope="module")
 def gateway(oidc_module: OidcServer, ca_file: str) -> Iterator[ReauthGateway]:
     """Tansu advertising the gateway's port, so every connection goes through it."""
-    from kproto.testing import TansuBroker
 
     validator = JwtValidator(oidc_module.url + "/jwks", ca_file, issuer=oidc_module.issuer,
                              audience="kafka-broker")
     gw = ReauthGateway(("127.0.0.1", 1), validator=validator)
-    broker = TansuBroker(advertised_port=gw.port)
-    try:
-        broker.start()
-    except RuntimeError as exc:
-        gw.stop()
-        pytest.fail(f"could not start the Tansu broker: {exc}", pytrace=False)
-    gw.upstream = (broker.host, broker.port)
-    yield gw
-    gw.stop()
-    broker.stop()
+    with in_front_of_tansu(gw):
+        yield gw
 
 
 @pytest.mark.broker

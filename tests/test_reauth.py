@@ -29,7 +29,7 @@ from kproto.net.security import SaslPlain, SaslScram
 from kproto.protocol import ApiKey
 from kproto.structs import TopicPartition
 
-from .oauth_support import JwtValidator, OidcServer, ReauthGateway
+from .oauth_support import JwtValidator, OidcServer, ReauthGateway, in_front_of_tansu
 
 pytestmark = pytest.mark.broker
 
@@ -58,22 +58,13 @@ def oidc(ca_file: tuple[Any, str]) -> Iterator[OidcServer]:
 
 @pytest.fixture(scope="module")
 def gateway(oidc: OidcServer, ca_file: tuple[Any, str]) -> Iterator[ReauthGateway]:
-    from kproto.testing import TansuBroker
 
     validator = JwtValidator(oidc.url + "/jwks", ca_file[1], issuer=oidc.issuer,
                              audience="kafka-broker")
     gw = ReauthGateway(("127.0.0.1", 1), users=USERS, validator=validator,
                        max_reauth_ms=LIFETIME_MS)
-    broker = TansuBroker(advertised_port=gw.port)
-    try:
-        broker.start()
-    except RuntimeError as exc:
-        gw.stop()
-        pytest.fail(f"could not start the Tansu broker: {exc}", pytrace=False)
-    gw.upstream = (broker.host, broker.port)
-    yield gw
-    gw.stop()
-    broker.stop()
+    with in_front_of_tansu(gw):
+        yield gw
 
 
 @pytest.fixture()
