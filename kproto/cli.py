@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 from .cli_args import CliError, UsageError, mask, parser, secrets
+from .config import setting_key
 from .errors import EncodeError, KafkaConnectionError, KafkaTimeoutError, KprotoError
 from .producer import columns as producer_columns
 
@@ -44,10 +45,10 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("no broker given: use -b HOST:PORT or set "
                          "KPROTO_BOOTSTRAP_SERVERS")
     given = dict(args.X or [])
-    named = {k.strip().replace(".", "_").replace("-", "_").lower() for k in given}
+    named = {setting_key(k) for k in given}
     base = {"bootstrap.servers": args.bootstrap_servers, "client.id": "kproto-cli"}
     # -X wins over -b and the defaults under any of a setting's names (client_id too)
-    return {**{k: v for k, v in base.items() if k.replace(".", "_") not in named}, **given}
+    return {**{k: v for k, v in base.items() if setting_key(k) not in named}, **given}
 
 
 def _filtered(settings: dict[str, Any], client: str) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def _filtered(settings: dict[str, Any], client: str) -> dict[str, Any]:
 
     out = {}
     for key, value in settings.items():
-        name = ALIASES.get(key.replace(".", "_").lower(), key.replace(".", "_").lower())
+        name = ALIASES.get(setting_key(key), setting_key(key))
         opt = OPTIONS.get(name)
         if opt is None or client in opt.clients:
             out[key] = value           # unknown keys pass through: resolve() names them

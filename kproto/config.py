@@ -25,9 +25,8 @@ from typing import Any
 from .config_providers import ConfigProviders
 from .errors import ConfigError
 
-__all__ = ["resolve", "expand_secrets", "OPTIONS", "Option", "Settings", "SECRET_OPTIONS",
-           "SASL_CREDENTIALS",
-           "endpoint_identification"]
+__all__ = ["resolve", "expand_secrets", "setting_key", "OPTIONS", "Option", "Settings",
+           "SECRET_OPTIONS", "SASL_CREDENTIALS", "endpoint_identification"]
 
 COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
 _ALL = frozenset({PRODUCER, CONSUMER, ADMIN})
@@ -402,6 +401,12 @@ def _refuse_two_names(origin: dict[str, str], target: str, raw_key: Any,  # noqa
                           "pick one)")
 
 
+def setting_key(raw: object) -> str:
+    """A setting's name as written (``ssl.ca.location``, ``SSL-CA-Location``...) as
+    settings are keyed here, before aliases: ``ssl_ca_location``."""
+    return str(raw).strip().replace(".", "_").replace("-", "_").lower()
+
+
 #: config.providers and its per-provider keys (underscored): config_providers_env_class...
 _PROVIDER_KEY = re.compile(r"config_providers(?:_([a-z0-9]+)_(class|param_\w+))?")
 
@@ -412,7 +417,7 @@ def _provider_spec(*sources: Mapping[str, Any]) -> dict[str, str]:
     spec: dict[str, str] = {}
     for source in sources:
         for raw_key, value in source.items():
-            key = str(raw_key).strip().replace(".", "_").replace("-", "_").lower()
+            key = setting_key(raw_key)
             m = _PROVIDER_KEY.fullmatch(key)
             if m is None or value is None:
                 continue
@@ -463,7 +468,7 @@ def resolve(client: str, config: Mapping[str, Any] | None = None, **kwargs: Any
     for source in (config or {}), kwargs:
         origin: dict[str, str] = {}
         for raw_key, value in source.items():
-            key = str(raw_key).strip().replace(".", "_").replace("-", "_").lower()
+            key = setting_key(raw_key)
             if _PROVIDER_KEY.fullmatch(key):
                 continue                    # read above (_provider_spec)
             key = ALIASES.get(key, key)

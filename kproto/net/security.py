@@ -27,7 +27,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..config import SASL_CREDENTIALS, endpoint_identification
+from ..config import SASL_CREDENTIALS, endpoint_identification, setting_key
 from ..errors import ConfigError, SaslAuthenticationFailedError
 from .jaas import merge_jaas
 from .msk import check_client_handler
@@ -164,7 +164,7 @@ def _normalize(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for raw, value in cfg.items():
-        key = str(raw).strip().replace(".", "_").replace("-", "_").lower()
+        key = setting_key(raw)
         if value is None:
             continue        # unset: the default applies
         if key == "ssl_endpoint_identification_algorithm":

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ALIASES, OPTIONS, resolve
+from ..config import ALIASES, OPTIONS, resolve, setting_key
 from ..errors import ConfigError
 from ..structs import EARLIEST, LATEST
 
@@ -51,7 +51,7 @@ def client_settings(options: Mapping[str, str], client: str = "consumer") -> dic
 
 def _norm(name: str) -> str:
     """A setting's name as resolve() sees it (``client.id``, ``client_id``: one)."""
-    return name.strip().replace(".", "_").replace("-", "_").lower()
+    return setting_key(name)
 
 
 def _is_client_setting(key: str) -> bool:
