@@ -136,10 +136,8 @@ class SelectorDriver:
             self._selector = selectors.DefaultSelector()
         selector = self._selector
         registered = selector.get_map()
-        for key in list(registered.values()):
-            conn = wanted.get(key.fd)
-            if conn is None or key.data != (conn, conn.opened):
-                selector.unregister(key.fd)      # gone, or a socket opened since
+        for fd in [fd for fd in registered if fd not in wanted]:
+            selector.unregister(fd)              # (every registered socket is still its own)
         for fd, conn in wanted.items():
             if fd not in registered:
                 selector.register(fd, selectors.EVENT_READ, (conn, conn.opened))
