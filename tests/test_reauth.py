@@ -238,25 +238,10 @@ def test_producer_and_consumer_across_lifetimes(fresh: ReauthGateway, oidc: Oidc
              "sasl.oauthbearer.client.id": CLIENT, "sasl.oauthbearer.client.secret": SECRET,
              "https.ca.location": ca_file[1], "auto.offset.reset": "earliest",
              "fetch.max.wait.ms": 500}
-    sent: list[bytes] = []
-    got: dict[int, list[bytes]] = {0: [], 1: []}
     with Producer(scram, linger_ms=5, acks="all") as producer, Consumer(oauth) as consumer:
         consumer.assign([(topic, 0), (topic, 1)])
-        end = time.monotonic() + 3 * LIFETIME_MS / 1000 + 0.5
-        i = 0
-        while time.monotonic() < end:
-            for _ in range(20):
-                value = f"{i}".encode()
-                producer.send(topic, value, partition=i % 2)
-                sent.append(value)
-                i += 1
-            for r in consumer.poll(50):
-                got[r.partition].append(r.value)
-        producer.flush(30)
-        deadline = time.monotonic() + 30
-        while sum(map(len, got.values())) < len(sent) and time.monotonic() < deadline:
-            for r in consumer.poll(500):
-                got[r.partition].append(r.value)
+        sent, got, _ = _produce_while_polling(producer, consumer, topic,
+                                              3 * LIFETIME_MS / 1000 + 0.5, 500)
         producer_conns = list(producer._cluster._connections.values())
         fetch_conns = list(consumer._fetches._conns.values())
     for p in (0, 1):
@@ -343,28 +328,12 @@ def test_connections_cut_during_reauthentication_lose_and_repeat_nothing(
              "sasl.password": PASSWORD}
     with Admin(scram) as admin:
         admin.create_topics({topic: 2})
-    sent: list[bytes] = []
-    futures = []
-    got: dict[int, list[bytes]] = {0: [], 1: []}
     fresh._sasl = cutting  # type: ignore[method-assign]
     try:
         with Producer(scram, linger_ms=5, acks="all", enable_idempotence=True) as producer, \
                 Consumer(scram, auto_offset_reset="earliest", fetch_max_wait_ms=400) as consumer:
             consumer.assign([(topic, 0), (topic, 1)])
-            end, i = time.monotonic() + 4, 0
-            while time.monotonic() < end:
-                for _ in range(20):
-                    value = f"{i}".encode()
-                    futures.append(producer.send(topic, value, partition=i % 2))
-                    sent.append(value)
-                    i += 1
-                for r in consumer.poll(50):
-                    got[r.partition].append(r.value)
-            producer.flush(30)
-            deadline = time.monotonic() + 30
-            while sum(map(len, got.values())) < len(sent) and time.monotonic() < deadline:
-                for r in consumer.poll(300):
-                    got[r.partition].append(r.value)
+            sent, got, futures = _produce_while_polling(producer, consumer, topic, 4, 300)
             positions = [consumer.position((topic, p)) for p in (0, 1)]
     finally:
         fresh._sasl = real  # type: ignore[method-assign]
@@ -373,3 +342,29 @@ def test_connections_cut_during_reauthentication_lose_and_repeat_nothing(
     for p in (0, 1):
         assert got[p] == [v for k, v in enumerate(sent) if k % 2 == p]
     assert positions == [len(got[0]), len(got[1])]
+
+
+def _produce_while_polling(producer, consumer, topic: str, seconds: float,  # noqa: ANN001
+                           drain_poll_ms: int) -> tuple[list[bytes], dict[int, list[bytes]],
+                                                        list]:
+    """Send 20 numbered records to partitions 0/1 between 50 ms polls for ``seconds``,
+    flush, then poll until every one is back (30 s at most): (sent, got per
+    partition, the send futures)."""
+    sent: list[bytes] = []
+    futures = []
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    end, i = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        for _ in range(20):
+            value = f"{i}".encode()
+            futures.append(producer.send(topic, value, partition=i % 2))
+            sent.append(value)
+            i += 1
+        for r in consumer.poll(50):
+            got[r.partition].append(r.value)
+    producer.flush(30)
+    deadline = time.monotonic() + 30
+    while sum(map(len, got.values())) < len(sent) and time.monotonic() < deadline:
+        for r in consumer.poll(drain_poll_ms):
+            got[r.partition].append(r.value)
+    return sent, got, futures
