@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import sys
 
 import pyarrow as pa
 import pytest
@@ -15,6 +13,8 @@ import pytest
 from kproto import Admin, Producer
 from kproto.schema_registry import SchemaRegistryClient
 from kproto.testing import SchemaRegistryServer
+
+from .spark_support import local_spark
 
 pytestmark = pytest.mark.broker
 
@@ -59,19 +59,7 @@ def confluent_values(url: str, serializer, topic: str, objects) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def spark():
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import kproto.spark
-
-    session = (SparkSession.builder.master("local[2]").appName("kproto-formats")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    kproto.spark.register(session)
-    yield session
-    session.stop()
+    yield from local_spark("kproto-formats", {"spark.sql.session.timeZone": "UTC"})
 
 
 def test_read_typed_write_back_read_again(spark, tansu):

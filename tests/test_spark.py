@@ -11,8 +11,6 @@ matrix (tests/brokers.py), the rest on Tansu only.
 
 from __future__ import annotations
 
-import os
-import sys
 import zlib
 
 import pyarrow as pa
@@ -20,24 +18,14 @@ import pytest
 
 from kproto import Admin, Consumer, Producer
 
+from .spark_support import local_spark
+
 pytestmark = pytest.mark.broker
 
 
 @pytest.fixture(scope="module")
 def spark():
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import kproto.spark
-
-    session = (SparkSession.builder.master("local[2]").appName("kproto-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    kproto.spark.register(session)
-    yield session
-    session.stop()
+    yield from local_spark("kproto-tests")
 
 
 @pytest.fixture(scope="module")

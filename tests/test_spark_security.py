@@ -10,14 +10,13 @@ TLS and SASL.
 
 from __future__ import annotations
 
-import os
 import pickle
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from .spark_support import local_spark
 from .tls_support import JAAS, KS_PASS, SECRETS, TS_PASS, Pki, SecureChain, java_settings
 
 pytestmark = pytest.mark.broker
@@ -40,19 +39,7 @@ def chain(pki: Pki) -> Iterator[SecureChain]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import kproto.spark
-
-    session = (SparkSession.builder.master("local[2]").appName("kproto-tls-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    kproto.spark.register(session)
-    yield session
-    session.stop()
+    yield from local_spark("kproto-tls-tests")
 
 
 def spark_options(chain: SecureChain, pki: Pki) -> dict[str, str]:
