@@ -10,7 +10,6 @@ mistake is a ConfigError naming the placeholder, never a value.
 from __future__ import annotations
 
 import base64
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,8 @@ from hypothesis import strategies as st
 from kproto.config import expand_secrets, resolve
 from kproto.config_providers import parse_properties
 from kproto.errors import ConfigError
+
+from .java_support import compiled
 
 PROVIDERS = {"config.providers": "env,file,dir",
              "config.providers.env.class":
@@ -58,12 +59,8 @@ class JavaProperties:
 
 @pytest.fixture(scope="session")
 def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaProperties]:
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.skip("javac/java not installed: the JDK's Properties cannot be asked")
-    out = tmp_path_factory.mktemp("propref")
-    source = Path(__file__).parent / "java" / "PropertiesReference.java"
-    subprocess.run(["javac", "-d", str(out), str(source)], check=True, timeout=300)
-    ref = JavaProperties(out)
+    ref = JavaProperties(compiled(tmp_path_factory, "PropertiesReference.java",
+                                  "the JDK's Properties"))
     yield ref
     ref.close()
 

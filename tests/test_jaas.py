@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import selectors
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +37,8 @@ from hypothesis import strategies as st
 
 from kproto.errors import ConfigError
 from kproto.net.jaas import JaasEntry, jaas_settings, merge_jaas, parse_jaas
+
+from .java_support import compiled
 
 SECRET = "Sekr1t-pa55"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -80,12 +81,8 @@ class JavaReference:
 
 @pytest.fixture(scope="session")
 def java(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaReference]:
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.skip("javac/java not installed: the Java reference parser cannot run")
-    out = tmp_path_factory.mktemp("jaasref")
-    source = Path(__file__).parent / "java" / "JaasReference.java"
-    subprocess.run(["javac", "-d", str(out), str(source)], check=True, timeout=300)
-    ref = JavaReference(out)
+    ref = JavaReference(compiled(tmp_path_factory, "JaasReference.java",
+                                 "the Java reference parser"))
     yield ref
     ref.close()
 
