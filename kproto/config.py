@@ -25,7 +25,7 @@ from typing import Any
 from .config_providers import ConfigProviders
 from .errors import ConfigError
 
-__all__ = ["resolve", "expand_secrets", "setting_key", "OPTIONS", "Option", "Settings",
+__all__ = ["resolve", "expand_secrets", "setting_key", "is_text", "OPTIONS", "Option", "Settings",
            "SECRET_OPTIONS", "SASL_CREDENTIALS", "endpoint_identification"]
 
 COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
@@ -399,6 +399,17 @@ def _refuse_two_names(origin: dict[str, str], target: str, raw_key: Any,  # noqa
         raise ConfigError(f"config {first!r} and {str(raw_key)!r} are the same setting "
                           f"({target}) with different values: give it once (kproto does not "
                           "pick one)")
+
+
+def is_text(value: str) -> bool:
+    """Whether ``value`` encodes as UTF-8: a lone surrogate (undecodable bytes read with
+    ``surrogateescape``) makes a UnicodeEncodeError whose repr holds all of it, so a
+    secret is checked first and refused outside any handler."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def setting_key(raw: object) -> str:

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import is_text
 from ..errors import ConfigError
 
 __all__ = ["JaasEntry", "parse_jaas", "jaas_settings", "merge_jaas", "LOGIN_MODULES"]
@@ -427,15 +428,6 @@ def _unknown(key: str, module: str, known: list[str], what: str) -> ConfigError:
                        "misplaced secret)")
 
 
-def _is_text(value: str) -> bool:
-    """Whether ``value`` encodes as UTF-8 (a UnicodeEncodeError's repr holds all of it)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def jaas_settings(text: str, what: str = "sasl.jaas.config") -> tuple[str, dict[str, Any]]:
     """``(kind, settings)`` for a ``sasl.jaas.config`` text: the kind of login
     module (``plain``, ``scram``, ``oauthbearer``, ``kerberos``, ``aws_msk_iam``) and
@@ -449,7 +441,7 @@ def jaas_settings(text: str, what: str = "sasl.jaas.config") -> tuple[str, dict[
     entry = entries[0]
     kind = _kind(entry.module, what)
     for key, value in entry.options.items():
-        if not _is_text(value):     # (raised here, not in an except: no exception behind it)
+        if not is_text(value):     # (raised here, not in an except: no exception behind it)
             raise ConfigError(f"{what}: the value of {key if key in _KNOWN_KEYS else 'an option'}"
                               " is not valid text (it has a lone surrogate)")
     short = entry.module.rpartition(".")[2]

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._registry_http import Secret, Transport, redact
+from ..config import is_text
 from ..errors import ConfigError, KprotoError, SaslAuthenticationFailedError
-from .jaas import _is_text
 from .msk import IAM_OAUTH_HANDLER, java_class, msk_token_provider_from_config
 from .oauth import (
     OAuthToken,
@@ -154,7 +154,7 @@ class OidcTokenProvider(_CachedProvider):
         self.client_id = str(client_id or "").strip()
         self._secret = Secret(str(client_secret or "").strip())
         for name, text in (("id", self.client_id), ("secret", self._secret.value)):
-            if not _is_text(text):      # (a UnicodeEncodeError's repr would hold it all)
+            if not is_text(text):      # (a UnicodeEncodeError's repr would hold it all)
                 raise ConfigError(f"sasl_oauthbearer_client_{name} is not valid text (it has "
                                   "a lone surrogate: bytes that were not UTF-8?)")
         self.scope = (scope or "").strip() or None

@@ -27,7 +27,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..config import SASL_CREDENTIALS, endpoint_identification, setting_key
+from ..config import SASL_CREDENTIALS, endpoint_identification, is_text, setting_key
 from ..errors import ConfigError, SaslAuthenticationFailedError
 from .jaas import merge_jaas
 from .msk import check_client_handler
@@ -314,17 +314,6 @@ def sasl_from_config(cfg: Mapping[str, Any]
 
 
 # --------------------------------------------------------------------------- SASL
-
-
-def is_text(value: str) -> bool:
-    """Whether ``value`` encodes as UTF-8: a lone surrogate (undecodable bytes read with
-    ``surrogateescape``) makes a UnicodeEncodeError whose repr holds all of it, so a
-    secret is checked first and refused outside any handler."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_text(what: str, value: str) -> str:

@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import is_text
 from ..errors import ConfigError
 from . import keytool
 
@@ -528,16 +529,8 @@ def _check_password(c: Mapping[str, Any], key: str) -> None:
     text = str(value)
     if "\x00" in text:
         raise ConfigError(f"{_name(key)} contains a NUL character")
-    if not _is_text(text):      # (raised outside the except: no exception behind it)
+    if not is_text(text):      # (raised outside the except: no exception behind it)
         raise ConfigError(f"{_name(key)} is not valid text (it has a lone surrogate)")
-
-
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def tls_material(c: Mapping[str, Any]) -> TlsMaterial:
