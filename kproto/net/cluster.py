@@ -508,6 +508,7 @@ class Cluster:
         """Read answers on several connections until each has ``count`` of them
         (``pending``: node -> (connection, count)); fills ``results`` in place."""
         waiting = {node: conn for node, (conn, count) in pending.items() if count}
+        node_of = {id(conn): node for node, conn in waiting.items()}
         with SelectorDriver() as driver:
             while waiting:
                 if deadline <= time.monotonic():
@@ -517,7 +518,6 @@ class Cluster:
                             f"broker {node} did not answer within the request timeout")
                     self._stale = True
                     return
-                node_of = {id(conn): node for node, conn in waiting.items()}
                 for conn in driver.wait(list(waiting.values()), deadline):
                     node = node_of[id(conn)]
                     count = pending[node][1]
