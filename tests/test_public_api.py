@@ -47,6 +47,7 @@ BEFORE: dict[str, list[str]] = {k: v.split() for k, v in {
         "decode_sticky_user_data encode_sticky_user_data get_assignor "
         "java_string_key"),
     "kproto.groups.classic": "CommitFailedError GroupCoordinator RebalanceListener",
+    "kproto.groups.member": "GroupMember RebalanceListener",
     "kproto.net": (
         "BrokerConnection Connection Request Response parse_address MAX_RESPONSE_BYTES "
         "SaslPlain SaslScram make_ssl_context"),
@@ -127,7 +128,8 @@ BEFORE: dict[str, list[str]] = {k: v.split() for k, v in {
 #: What the packages add: the names users reach them by.
 ADDED: dict[str, list[str]] = {
     "kproto.producer": ["PreparedTransaction", "commit_transaction", "abort_transaction"],
-    "kproto.groups": ["GroupCoordinator", "RebalanceListener", "CommitFailedError"],
+    "kproto.groups": ["GroupCoordinator", "GroupMember", "RebalanceListener", "CommitFailedError",
+                      "new_member"],
     "kproto.net.driver": ["Wait", "Steps", "Driver", "SelectorDriver"],
     "kproto.consumer.fetches": ["Fetches"],
 }

@@ -48,7 +48,7 @@ from .reader import EARLIEST_NAME, LATEST_NAME, Bound, bound_offset, iter_ranges
 if TYPE_CHECKING:
     import pyarrow
 
-    from ..groups.classic import GroupCoordinator, RebalanceListener
+    from ..groups.member import GroupMember, RebalanceListener
     from ..structs import ConsumerGroupMetadata
 
 __all__ = ["Consumer"]
@@ -72,7 +72,7 @@ class Consumer:
         self._cluster = Cluster(self.config)
         self._subs = SubscriptionState()     # assignment, positions, paused (structs.py)
         self._driver: Driver = SelectorDriver()   # where polls wait (net/driver.py)
-        self._group: GroupCoordinator | None = None
+        self._group: GroupMember | None = None
         self._closed = False
         self._buffer = FetchBuffer()        # fetched, not yet handed out (fetch_buffer.py)
         # the Fetches in flight, one per leader, answers into the buffer (fetches.py)
@@ -109,7 +109,7 @@ class Consumer:
         calls from inside :meth:`poll_batch` around each rebalance (with
         auto-commit, positions are committed before revocation).
         """
-        from ..groups.classic import GroupCoordinator
+        from ..groups import new_member
 
         if not self.config["group_id"]:
             raise ConfigError("subscribe() needs group_id")
@@ -122,7 +122,7 @@ class Consumer:
         if regex is None and not topics:
             raise ValueError("subscribe() needs topics or a pattern")
         if self._group is None:
-            self._group = GroupCoordinator(self._subs, self._cluster, self.config)
+            self._group = new_member(self._subs, self._cluster, self.config)
         self._group.subscribe(set(topics or ()), regex, listener)
 
     def unsubscribe(self) -> None:
@@ -220,13 +220,13 @@ class Consumer:
         producer's ``send_offsets_to_transaction`` (Java's ``groupMetadata()``)."""
         return self._require_group_coordinator().group_metadata()
 
-    def _require_group_coordinator(self) -> GroupCoordinator:
-        from ..groups.classic import GroupCoordinator
+    def _require_group_coordinator(self) -> GroupMember:
+        from ..groups import new_member
 
         if not self.config["group_id"]:
             raise ConfigError("committed offsets need group_id")
         if self._group is None:
-            self._group = GroupCoordinator(self._subs, self._cluster, self.config)
+            self._group = new_member(self._subs, self._cluster, self.config)
         return self._group
 
     # ------------------------------------------------------------------ reading

@@ -1,8 +1,12 @@
 """Consumer groups: how members of a group share a topic's partitions.
 
 A group protocol is a member's side of the coordinator conversation, driven by the
-consumer it belongs to. Today there is one:
+consumer it belongs to:
 
+- ``member``: what every protocol shares (:class:`~kproto.groups.member.GroupMember`:
+  the coordinator link, commits, committed offsets, auto-commit) and
+  :func:`new_member` (here), which picks the protocol by
+  ``group_protocol``;
 - ``classic``: the classic protocol (JoinGroup / SyncGroup / Heartbeat), the
   :class:`~kproto.groups.classic.GroupCoordinator` that the consumer runs on its
   subscription, commits and the rebalance listener;
@@ -13,6 +17,27 @@ The KIP-848 consumer protocol's member and the share group's member go beside
 ``classic`` as modules of their own.
 """
 
-from .classic import CommitFailedError, GroupCoordinator, RebalanceListener
+from __future__ import annotations
 
-__all__ = ["GroupCoordinator", "RebalanceListener", "CommitFailedError"]
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConfigError
+from ..net.cluster import Cluster
+from ..structs import SubscriptionState
+from .classic import CommitFailedError, GroupCoordinator
+from .member import GroupMember, RebalanceListener
+
+__all__ = ["GroupCoordinator", "GroupMember", "RebalanceListener", "CommitFailedError",
+           "new_member"]
+
+
+def new_member(subscription: SubscriptionState, cluster: Cluster,
+               config: Mapping[str, Any]) -> GroupMember:
+    """The member of ``group_id`` that ``group_protocol`` names: ``classic``
+    (JoinGroup/SyncGroup, :mod:`kproto.groups.classic`) or ``consumer`` (KIP-848,
+    :mod:`kproto.groups.consumer_protocol`)."""
+    if config["group_protocol"] == "consumer":
+        raise ConfigError("group_protocol='consumer' (KIP-848) is not built yet; "
+                          "use group_protocol='classic'")
+    return GroupCoordinator(subscription, cluster, config)

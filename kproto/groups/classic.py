@@ -30,24 +30,21 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 from .. import protocol
 from ..errors import (
     CommitFailedError,
     ErrorCode,
     FencedInstanceIdError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
     KprotoError,
     error_for_code,
 )
-from ..net.blocking import BrokerConnection, Fields
 from ..net.cluster import Cluster
 from ..protocol import ApiKey
-from ..protocol.requests import offset_fetch_fields
 from ..structs import ConsumerGroupMetadata, SubscriptionState, TopicPartition
+from .member import _COORDINATOR_GONE, GroupMember, RebalanceListener
 
 __all__ = ["CommitFailedError", "GroupCoordinator", "RebalanceListener"]
 
@@ -62,57 +59,29 @@ UNKNOWN_MEMBER_ID = ErrorCode.UNKNOWN_MEMBER_ID
 REBALANCE_IN_PROGRESS = ErrorCode.REBALANCE_IN_PROGRESS
 MEMBER_ID_REQUIRED = ErrorCode.MEMBER_ID_REQUIRED
 FENCED_INSTANCE_ID = ErrorCode.FENCED_INSTANCE_ID
-_COORDINATOR_GONE = {COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
 _OUT_OF_GENERATION = {ILLEGAL_GENERATION: "ILLEGAL_GENERATION",
                       UNKNOWN_MEMBER_ID: "UNKNOWN_MEMBER_ID",
                       FENCED_INSTANCE_ID: "FENCED_INSTANCE_ID"}
-
-
-class RebalanceListener(Protocol):
-    """Called from inside ``poll_batch()`` around a rebalance.
-
-    A listener may also define ``on_partitions_lost(lost)``: it is called
-    instead of ``on_partitions_revoked`` when the partitions were taken away
-    before they could be revoked (this member left the group after
-    ``max_poll_interval_ms`` without a poll, or was expelled); committing
-    offsets for them is no longer possible then. Without it,
-    ``on_partitions_revoked`` is called, as Java's default does.
-    """
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None: ...
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
 
 
 class _Rejoin(Exception):
     """The group moved on (new generation, unknown member): join again."""
 
 
-class GroupCoordinator:
-    """Membership of one consumer in ``group_id`` and the group's committed offsets."""
+class GroupCoordinator(GroupMember):
+    """Membership of one consumer in ``group_id`` by the classic protocol (Java's
+    ``ConsumerCoordinator``); the coordinator link and offsets are
+    :class:`~kproto.groups.member.GroupMember`'s."""
 
     def __init__(self, subscription: SubscriptionState, cluster: Cluster,
                  config: Mapping[str, Any]) -> None:
         from .assignors import get_assignor
 
-        #: the consumer's partitions and positions: assigned here, committed from here
-        self.subscription = subscription
-        self.cluster = cluster
-        self.config = config
-        self.group_id: str = config["group_id"]
-        self.instance_id: str | None = config["group_instance_id"]
+        super().__init__(subscription, cluster, config)
         self.assignors = [get_assignor(a) for a in config["partition_assignment_strategy"]]
-        self.member_id = ""
         self.generation = -1
         self.protocol_name: str | None = None
-        self.topics: set[str] = set()
-        self.pattern: re.Pattern[str] | None = None
-        self.listener: RebalanceListener | None = None
-        self._conn: BrokerConnection | None = None
-        self._lock = threading.RLock()           # the coordinator connection
         self._needs_join = False
-        self._joined = False
-        self._subscribed = False
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._last_poll = time.monotonic()       # the application's last poll
@@ -121,60 +90,15 @@ class GroupCoordinator:
         # assignors' user data reports when rejoining (after the eager revocation)
         self._owned: dict[str, list[int]] = {}
         self._owned_generation = -1
-        self._last_commit = time.monotonic()
         self._metadata_topics: frozenset[str] = frozenset()
         self._assigned_snapshot: dict[str, int] = {}
 
     # ------------------------------------------------------------------ coordinator link
 
-    def _coordinator(self) -> BrokerConnection:
-        with self._lock:
-            if self._conn is not None and self._conn.connected:
-                return self._conn
-            self._conn = None
-            address = self.cluster.find_coordinator(self.group_id)
-            conn = self.cluster.new_connection(address)
-            conn.connect()
-            self._conn = conn
-            return conn
-
     def _rebalance_wait(self) -> float:
         """How long a JoinGroup/SyncGroup answer may take: the coordinator holds it
         until the rebalance ends (up to the rebalance timeout)."""
         return max(self.cluster.request_timeout, self.config["max_poll_interval_ms"] / 1000 + 5)
-
-    def _request(self, api_key: int, fields: Fields, *, timeout: float | None = None
-                 ) -> dict[str, Any]:
-        """A request to the coordinator, answered within ``timeout`` (default the
-        request timeout); a connection error or a NOT_COORDINATOR answer forgets
-        the coordinator (found again next time)."""
-        with self._lock:
-            conn = self._coordinator()
-            saved = conn.timeout
-            if timeout is not None:
-                conn.timeout = timeout
-            try:
-                body = conn.request(api_key, fields)
-            except (KafkaConnectionError, KafkaTimeoutError):
-                self._drop_coordinator()
-                raise
-            finally:
-                conn.timeout = saved
-            if body.get("error_code") in _COORDINATOR_GONE:
-                self._drop_coordinator()
-            return body
-
-    def _drop_coordinator(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-            self._conn = None
-
-    def _retry(self, fn: Any, what: str) -> Any:
-        """Run ``fn`` until it stops raising retriable errors (coordinator moves,
-        loading) or the request timeout passes."""
-        return self.cluster.call(fn, what, timeout=max(self.cluster.request_timeout,
-                                                       self.config["session_timeout_ms"] / 1000))
 
     def _check_rebalance(self, code: int, what: str) -> None:
         """The error of a JoinGroup/SyncGroup answer: a stale member id or generation
@@ -200,11 +124,6 @@ class GroupCoordinator:
         self._needs_join = True
         if pattern is None:
             self.cluster.add_topics(self.topics)
-
-    @property
-    def subscribed(self) -> bool:
-        """True between subscribe() and close() (group membership, not just commits)."""
-        return self._subscribed
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This member (generation and member id; -1 and "" when not in the group) for
@@ -501,132 +420,29 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ offsets
 
-    def commit(self, offsets: Mapping[TopicPartition, int], *, retry: bool = True) -> None:
-        """OffsetCommit ``offsets`` (the next offset to read, per Kafka's convention),
-        retrying retriable errors until the request timeout (one attempt if not
-        ``retry``: auto-commit tries again at its next interval instead)."""
-        if not offsets:
-            return
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, off in offsets.items():
-            topics.setdefault(tp.topic, []).append({
-                "partition_index": tp.partition, "committed_offset": off,
-                "committed_leader_epoch": -1, "commit_timestamp": -1,
-                "committed_metadata": ""})
-
-        def attempt() -> None:
-            with self._lock:          # the generation the answer is checked against
-                return send()
-
-        def send() -> None:
-            if self._subscribed and not self._joined:
-                # Java's sendOffsetCommitRequest: no generation, no commit
-                raise CommitFailedError(
-                    f"group {self.group_id}: offset commit cannot be completed since the "
-                    "consumer is not part of an active group (it left after "
-                    "max_poll_interval_ms without a poll, or was expelled); its partitions "
-                    "may be reassigned; the next poll rejoins")
-            body = self._request(ApiKey.OFFSET_COMMIT, {
-                "group_id": self.group_id,
-                "generation_id_or_member_epoch": self.generation if self._joined else -1,
+    def _commit_identity(self) -> dict[str, Any]:
+        if self._subscribed and not self._joined:
+            # Java's sendOffsetCommitRequest: no generation, no commit
+            raise CommitFailedError(
+                f"group {self.group_id}: offset commit cannot be completed since the "
+                "consumer is not part of an active group (it left after "
+                "max_poll_interval_ms without a poll, or was expelled); its partitions "
+                "may be reassigned; the next poll rejoins")
+        return {"generation_id_or_member_epoch": self.generation if self._joined else -1,
                 "member_id": self.member_id if self._joined else "",
-                "group_instance_id": self.instance_id if self._joined else None,
-                "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
-            for t in body["topics"]:
-                for p in t["partitions"]:
-                    code = p["error_code"]
-                    if code == REBALANCE_IN_PROGRESS:
-                        self._needs_join = True
-                    if code in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) and self._joined:
-                        # Java: out of the generation, the commit is lost
-                        self._reset_generation(reset_member_id=code == UNKNOWN_MEMBER_ID)
-                        raise CommitFailedError(
-                            f"group {self.group_id}: offset commit failed with "
-                            f"{_OUT_OF_GENERATION[code]}: this member is no longer in "
-                            "the group's generation; the next poll rejoins")
-                    if code in _COORDINATOR_GONE:
-                        self._drop_coordinator()
-                    cls = error_for_code(code)
-                    if cls is not None:
-                        raise cls("OffsetCommit failed", group=self.group_id, topic=t["name"],
-                                  partition=p["partition_index"])
+                "group_instance_id": self.instance_id if self._joined else None}
 
-        self._retry(attempt, "OffsetCommit") if retry else attempt()
-        self._last_commit = time.monotonic()
+    def _commit_error(self, code: int) -> None:
+        if code == REBALANCE_IN_PROGRESS:
+            self._needs_join = True
+        if code in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) and self._joined:
+            # Java: out of the generation, the commit is lost
+            self._reset_generation(reset_member_id=code == UNKNOWN_MEMBER_ID)
+            raise CommitFailedError(
+                f"group {self.group_id}: offset commit failed with "
+                f"{_OUT_OF_GENERATION[ErrorCode(code)]}: this member is no longer in "
+                "the group's generation; the next poll rejoins")
 
-    def fetch_committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        """OffsetFetch: the committed offset of each partition (None when none)."""
-        wanted = list(tps)
-        topics: dict[str, list[int]] = {}
-        for tp in wanted:
-            topics.setdefault(tp.topic, []).append(tp.partition)
-
-        def attempt() -> dict[TopicPartition, int | None]:
-            body = self._request(ApiKey.OFFSET_FETCH, offset_fetch_fields(self.group_id, [
-                {"name": t, "partition_indexes": ps} for t, ps in topics.items()]))
-            if "groups" in body and body["groups"]:
-                group = body["groups"][0]
-                code, answer = group["error_code"], group["topics"]
-            else:
-                code, answer = body.get("error_code", 0), body["topics"]
-            if code in _COORDINATOR_GONE:
-                self._drop_coordinator()
-            cls = error_for_code(code)
-            if cls is not None:
-                raise cls("OffsetFetch failed", group=self.group_id)
-            out: dict[TopicPartition, int | None] = {tp: None for tp in wanted}
-            for t in answer:
-                for p in t["partitions"]:
-                    cls = error_for_code(p["error_code"])
-                    if cls is not None:
-                        raise cls("OffsetFetch failed", group=self.group_id, topic=t["name"],
-                                  partition=p["partition_index"])
-                    off = p["committed_offset"]
-                    out[TopicPartition(t["name"], p["partition_index"])] = \
-                        off if off >= 0 else None
-            return out
-
-        result: dict[TopicPartition, int | None] = self._retry(attempt, "OffsetFetch")
-        return result
-
-    def maybe_auto_commit(self, *, force: bool = False) -> None:
-        """With ``enable_auto_commit``: commit the positions every
-        ``auto_commit_interval_ms`` (and before a rebalance or close).
-
-        The consumer calls this at the start of each poll, so a commit covers the
-        records earlier polls returned, never those this poll is about to return
-        (at-least-once, as Java's consumer). A failed commit is logged, not
-        raised, and tried again after an interval: it must not cost the poll its
-        records (Java commits asynchronously and logs the failure).
-        """
-        if not self.config["enable_auto_commit"] or not self._joined:
-            return
-        if not force and time.monotonic() - self._last_commit < \
-                self.config["auto_commit_interval_ms"] / 1000:
-            return
-        positions = self.subscription.committable()
-        try:
-            self.commit(positions, retry=force)
-        except KprotoError as exc:
-            self._last_commit = time.monotonic()
-            log.warning("group %s: auto-commit failed (tried again in %d ms): %s",
-                        self.group_id, self.config["auto_commit_interval_ms"], exc)
-
-    # ------------------------------------------------------------------ leaving
-
-    def close(self) -> None:
-        """Commit (with auto-commit), stop heartbeats and leave the group. A commit
-        that fails here is logged, not raised (as Java's consumer does): closing
-        must not fail because the coordinator is gone."""
-        try:
-            if self._joined:
-                self.maybe_auto_commit(force=True)
-        except KprotoError as exc:
-            log.warning("group %s: commit on close failed: %s", self.group_id, exc)
-        finally:
-            self._stop_heartbeat()
-            self._leave_group("the consumer is being closed")
-            self._joined = False
-            self._subscribed = False
-            self._drop_coordinator()
+    def _leave(self) -> None:
+        self._stop_heartbeat()
+        self._leave_group("the consumer is being closed")
