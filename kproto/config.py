@@ -311,6 +311,25 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
     ),
 ]}
 
+#: The share consumer (KIP-932) takes the common options, these consumer options
+#: and its own; the others are the share group's (Java's ShareConsumerConfig
+#: refuses auto.offset.reset, enable.auto.commit, isolation.level,
+#: group.instance.id, session/heartbeat/assignor settings, group.protocol).
+SHARE_CONSUMER = "share_consumer"
+_SHARE_TAKES = ("group_id", "fetch_min_bytes", "fetch_max_wait_ms", "fetch_max_bytes",
+                "max_partition_fetch_bytes", "max_poll_records", "check_crcs",
+                "max_decompressed_bytes", "max_poll_interval_ms", "client_rack",
+                "allow_auto_create_topics")
+for _o in list(OPTIONS.values()):
+    if _o.clients == _ALL or _o.name in _SHARE_TAKES:
+        OPTIONS[_o.name] = Option(_o.name, _o.default, _o.clients | {SHARE_CONSUMER},
+                                  _o.convert, _o.doc)
+OPTIONS.update((o.name, o) for o in _opts(frozenset({SHARE_CONSUMER}),
+    ("share_acknowledgement_mode", "implicit", _choice("implicit", "explicit"),
+     "implicit: the next poll or commit accepts what the last poll returned; explicit: "
+     "every record is acknowledged by the application"),
+))
+
 #: librdkafka / Java names that are not the dotted form of ours.
 ALIASES = {
     "sasl_mechanisms": "sasl_mechanism",
