@@ -1,9 +1,11 @@
 """kproto's declarations checked against the official Kafka JSON message definitions.
 
 The JSON files are read at test time from the installed kafka-python package
-(which ships Apache Kafka's ``common/message/*.json``); they are not copied
-into kproto. Every API and the embedded consumer protocol must agree on
-versions, flexible versions and, field by field, name, type, versions,
+(which ships Apache Kafka's ``common/message/*.json``), except where
+``tests/kafka_json/`` holds a newer official file (APIs kafka-python does not
+ship yet, such as KIP-848 and share groups: see tests/kafka_json/README.md for
+where each came from). Every API and the embedded consumer protocol must agree
+on versions, flexible versions and, field by field, name, type, versions,
 nullability, tag, default and ignorability.
 
 The sticky assignor's user data has no JSON file in Apache Kafka (only Java
@@ -14,6 +16,7 @@ against that Java field list, and against the JSON kafka-python ships for it.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,8 +37,36 @@ _PRIMS = {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "boo
           "bytes", "records", "uuid"}
 
 
-def official(name: str, package: str = "kafka.protocol.schemas.resources") -> dict[str, Any]:
-    return load_json(name, package)
+KAFKA_PYTHON = "kafka.protocol.schemas.resources"
+VENDORED = Path(__file__).parent / "kafka_json"
+
+#: Vendored definitions that go past kproto's newest version: compared up to that
+#: version (what a newer version adds is left out). See tests/kafka_json/README.md.
+VENDORED_PAST_KPROTO = {"ConsumerGroupDescribeResponse": 1}
+
+#: Share-group APIs: v0 was Kafka 4.0's early-access format, removed in 4.1; kproto
+#: starts where Kafka does. (Other APIs keep versions Kafka 4.0 dropped, from 0.)
+FROM_KAFKAS_OLDEST = {76, 77, 78, 79}
+
+
+def official(name: str, package: str | None = None) -> dict[str, Any]:
+    """Kafka's definition of ``name``: the vendored file if there is one, else kafka-python's."""
+    if package is None:
+        package = "tests.kafka_json" if (VENDORED / f"{name}.json").exists() else KAFKA_PYTHON
+    data = load_json(name, package)
+    if name in VENDORED_PAST_KPROTO and package == "tests.kafka_json":
+        data = up_to(data, VENDORED_PAST_KPROTO[name])
+    return data
+
+
+def up_to(data: dict[str, Any], newest: int) -> dict[str, Any]:
+    """``data`` as it was at version ``newest``: later versions and their fields dropped."""
+    def keep(fields: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [dict(f, fields=keep(f["fields"])) if "fields" in f else f for f in fields
+                if VersionRange.parse(f["versions"]).lo <= newest]
+
+    lo = VersionRange.parse(data["validVersions"]).lo
+    return dict(data, validVersions=f"{lo}-{newest}", fields=keep(data["fields"]))
 
 
 def snake(name: str) -> str:
@@ -81,7 +112,7 @@ def compare_fields(ours: tuple[Field, ...], theirs: list[dict[str, Any]], where:
 
 
 def compare_message(ours: Message, name: str, *, min_from_zero: bool,
-                    package: str = "kafka.protocol.schemas.resources") -> None:
+                    package: str | None = None) -> None:
     theirs = official(name, package)
     valid = VersionRange.parse(theirs["validVersions"])
     assert ours.versions.hi == valid.hi, f"{name}: newest version"
@@ -97,8 +128,37 @@ def test_api_matches_kafka_json(api_key: int) -> None:
     api = APIS[api_key]
     req, resp = official(api.name + "Request"), official(api.name + "Response")
     assert req["apiKey"] == resp["apiKey"] == api_key
-    compare_message(api.request, api.name + "Request", min_from_zero=True)
-    compare_message(api.response, api.name + "Response", min_from_zero=True)
+    from_zero = api_key not in FROM_KAFKAS_OLDEST
+    compare_message(api.request, api.name + "Request", min_from_zero=from_zero)
+    compare_message(api.response, api.name + "Response", min_from_zero=from_zero)
+
+
+@pytest.mark.parametrize("path", sorted(VENDORED.glob("*.json")), ids=lambda p: p.stem)
+def test_vendored_json_is_newer_and_used(path: Path) -> None:
+    """Each vendored file is Apache-licensed, declares an API kproto has, and is
+    newer than kafka-python's copy (else kafka-python's would do)."""
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("// Licensed to the Apache Software Foundation (ASF)"), path.name
+    mine = official(path.stem)
+    assert mine["apiKey"] in APIS and mine["name"] == path.stem
+    assert APIS[mine["apiKey"]].name + mine["type"].title() == path.stem
+    try:
+        theirs = load_json(path.stem, KAFKA_PYTHON)
+    except FileNotFoundError:
+        return
+    assert VersionRange.parse(mine["validVersions"]).hi > \
+        VersionRange.parse(theirs["validVersions"]).hi, f"{path.name}: kafka-python's is as new"
+
+
+def test_up_to_drops_later_versions() -> None:
+    data = {"validVersions": "0-2", "fields": [
+        {"name": "A", "versions": "0+"},
+        {"name": "S", "versions": "0+", "fields": [{"name": "B", "versions": "1+"},
+                                                  {"name": "C", "versions": "2+"}]},
+        {"name": "D", "versions": "2+"}]}
+    assert up_to(data, 1) == {"validVersions": "0-1", "fields": [
+        {"name": "A", "versions": "0+"},
+        {"name": "S", "versions": "0+", "fields": [{"name": "B", "versions": "1+"}]}]}
 
 
 @pytest.mark.parametrize("message", [CONSUMER_SUBSCRIPTION, CONSUMER_ASSIGNMENT],

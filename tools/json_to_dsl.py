@@ -3,7 +3,9 @@
 When Kafka adds a version, run this on the new definition, review the diff
 against the declaration in ``kproto/protocol/apis/`` and edit that by hand.
 The declarations in kproto are the source of truth; ``tests/test_schema_vs_kafka_json.py``
-checks them against the JSON shipped inside the installed kafka-python.
+checks them against the JSON shipped inside the installed kafka-python, or against the
+newer official file vendored in ``tests/kafka_json/`` where there is one (this tool
+reads that first too).
 
     python tools/json_to_dsl.py FetchResponse [more names...]
 """
@@ -57,10 +59,16 @@ def field_lines(fields: list[dict], indent: int) -> list[str]:
 
 
 def main(names: list[str]) -> None:
+    from pathlib import Path
+
     from kafka.protocol.schemas.load_json import load_json
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    vendored = Path(__file__).resolve().parent.parent / "tests" / "kafka_json"
     for name in names:
-        d = load_json(name, "kafka.protocol.schemas.resources")
+        package = ("tests.kafka_json" if (vendored / f"{name}.json").exists()
+                   else "kafka.protocol.schemas.resources")
+        d = load_json(name, package)
         print(f"# {name}: versions {d['validVersions']}, flexible {d['flexibleVersions']}")
         print("\n".join(field_lines(d["fields"], 4)))
         print()
