@@ -14,7 +14,7 @@ from .errors import KprotoError  # noqa: E402
 
 if TYPE_CHECKING:
     from .admin import Admin
-    from .consumer import Consumer
+    from .consumer import AcknowledgeType, Consumer, ShareConsumer
     from .producer import Producer, RecordMetadata
     from .structs import (
         ConsumerGroupMetadata,
@@ -28,6 +28,7 @@ _LAZY = {
     "Producer": "producer", "RecordMetadata": "producer",
     "Consumer": "consumer", "TopicPartition": "structs", "OffsetAndTimestamp": "structs",
     "Admin": "admin", "OffsetAndMetadata": "structs", "ConsumerGroupMetadata": "structs",
+    "ShareConsumer": "consumer", "AcknowledgeType": "consumer",
 }
 
 
@@ -44,4 +45,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["__version__", "KprotoError", "Producer", "RecordMetadata", "Consumer",
            "TopicPartition", "OffsetAndTimestamp", "Admin", "OffsetAndMetadata",
-           "ConsumerGroupMetadata"]
+           "ConsumerGroupMetadata", "ShareConsumer", "AcknowledgeType"]

@@ -13,6 +13,12 @@ Consumer``). What it is built from, one concern a module:
 - ``fetch_buffer``: fetched records not yet handed out, and the rule that moves
   positions (Java's FetchBuffer / FetchCollector).
 - ``reader``: bounded reads (``read_range``, ``iter_range``, Spark's tasks).
+
+:class:`~kproto.consumer.share.ShareConsumer` (``from kproto import
+ShareConsumer``) is a share group's member (KIP-932): ``share`` (the facade),
+``share_fetch`` (its ShareFetch sessions), ``share_buffer`` (records acquired,
+not handed out yet), ``share_acks`` (acknowledgements as columns, their
+acknowledgement batches).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -21,16 +27,23 @@ from ..structs import OffsetAndTimestamp, TopicPartition
 
 if TYPE_CHECKING:
     from .consumer import Consumer
+    from .share import ShareConsumer
+    from .share_acks import AcknowledgeType
 
-__all__ = ["Consumer", "TopicPartition", "OffsetAndTimestamp"]
+__all__ = ["Consumer", "TopicPartition", "OffsetAndTimestamp", "ShareConsumer",
+           "AcknowledgeType"]
+
+_LAZY = {"Consumer": "consumer", "ShareConsumer": "share", "AcknowledgeType": "share_acks"}
 
 
 def __getattr__(name: str) -> Any:
-    # Consumer on first use, as in kproto/__init__.py: a bounded read (``reader``,
-    # what a Spark task imports) does not load the facade and its fetch buffer
-    if name != "Consumer":
+    # the facades on first use, as in kproto/__init__.py: a bounded read (``reader``,
+    # what a Spark task imports) does not load them and their buffers
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from .consumer import Consumer
+    import importlib
 
-    globals()["Consumer"] = Consumer
-    return Consumer
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -48,7 +48,7 @@ from ..errors import (
 from ..net.blocking import BrokerConnection
 from ..net.cluster import Cluster
 from ..net.connection import Request, Response
-from ..net.driver import Wait
+from ..net.driver import Steps, Wait
 from ..protocol import ApiKey
 from ..structs import TopicPartition, topic_id_of
 from .fetcher import decode_partition
@@ -401,7 +401,7 @@ class ShareSessions:
 
     # ------------------------------------------------------------------ commit and close
 
-    def acknowledge(self, deadline: float, *, final: bool = False):  # type: ignore[no-untyped-def]
+    def acknowledge(self, deadline: float, *, final: bool = False) -> Steps[None]:
         """Steps: the pending acknowledgements sent alone (ShareAcknowledge) and
         answered, waiting for requests in flight first; with ``final``, every
         session closed (epoch -1). Returns when all are answered or at ``deadline``."""
@@ -469,11 +469,10 @@ def _topics(meta: Any, tps: set[TopicPartition],
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     out = []
     for topic, parts in by_topic.items():
+        entries: list[Any] = parts
         if with_acks:
             entries = [{"partition_index": p, "acknowledgement_batches": encode_batches(
                 *acks[TopicPartition(topic, p)]) if TopicPartition(topic, p) in acks else []}
                 for p in parts]
-        else:
-            entries = parts
         out.append({"topic_id": topic_id_of(meta, topic), "partitions": entries})
     return out

@@ -11,10 +11,12 @@ consumer it belongs to:
   :class:`~kproto.groups.classic.GroupCoordinator` that the consumer runs on its
   subscription, commits and the rebalance listener;
 - ``assignors``: the client-side assignors the classic protocol's leader runs
-  (range, roundrobin, sticky; Java's rules).
+  (range, roundrobin, sticky; Java's rules);
+- ``share``: a share group's member (KIP-932, ShareGroupHeartbeat), which
+  :class:`kproto.ShareConsumer` runs.
 
-The KIP-848 consumer protocol's member and the share group's member go beside
-``classic`` as modules of their own.
+The KIP-848 consumer protocol's member goes beside ``classic`` as a module of
+its own.
 """
 
 from __future__ import annotations

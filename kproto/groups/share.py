@@ -203,7 +203,7 @@ class ShareMembership:
             return False
         if code in _FENCED:
             log.info("share group %s: member %s epoch %d fenced (%s): joining again",
-                     self.group_id, self.member_id, self.epoch, error_for_code(code).name)
+                     self.group_id, self.member_id, self.epoch, error_for_code(code))
             self._rejoin()
             return False
         cls = error_for_code(code)

@@ -205,6 +205,34 @@ class MockCluster:
             if err:
                 raise RuntimeError(f"the mock cluster refused the coordinator: error {err}")
 
+    def set_share_groups(self, *, auto_offset_reset: str | None = None,
+                         record_lock_duration_ms: int | None = None,
+                         max_delivery_attempts: int | None = None,
+                         session_timeout_ms: int | None = None,
+                         heartbeat_interval_ms: int | None = None) -> None:
+        """Share group settings of the mock (KIP-932 group configs; every share group,
+        existing and new): ``share.auto.offset.reset`` ("earliest"/"latest", the
+        mock's default latest), the acquisition lock duration (default 30 s; the
+        mock expires locks on a 1 s timer), the delivery limit (default 5), the
+        member session timeout and heartbeat interval."""
+        import ctypes
+
+        calls = [("auto_offset_reset", None if auto_offset_reset is None
+                  else {"latest": 0, "earliest": 1}[auto_offset_reset]),
+                 ("record_lock_duration", record_lock_duration_ms),
+                 ("max_delivery_attempts", max_delivery_attempts),
+                 ("session_timeout", session_timeout_ms),
+                 ("heartbeat_interval", heartbeat_interval_ms)]
+        with self._lock:
+            lib, mock = self._mock_api()
+            for name, value in calls:
+                if value is None:
+                    continue
+                fn = getattr(lib, f"rd_kafka_mock_sharegroup_set_{name}")
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_int]
+                fn.restype = None
+                fn(mock, int(value))
+
     def _mock_api(self) -> tuple[Any, Any]:
         """librdkafka (ctypes) and the hosting client's ``rd_kafka_mock_cluster_t *``."""
         import ctypes
