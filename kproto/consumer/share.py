@@ -90,7 +90,7 @@ class ShareConsumer:
                                        lambda: self._member.member_id if self._member else "")
         self._assigned: set[TopicPartition] = set()
         self._assignment_version = 0
-        self._inflight: dict[TopicPartition, list[InFlight]] = {}
+        self._inflight = self._sessions.inflight    # acquired, not acknowledged yet
         self._callback: AcknowledgementCommitCallback | None = None
         self._reported = 0                  # results handed to the callback so far
         self._closed = False
@@ -165,20 +165,19 @@ class ShareConsumer:
     def _poll_steps(self, deadline: float, max_records: int | None
                     ) -> Steps[ShareCollected]:
         """A poll: the acknowledgements taken; records already acquired, or a ShareFetch
-        to each leader (acknowledgements on board) waited for until ``deadline``;
-        the next ShareFetches sent before the records are returned."""
+        to each leader (acknowledgements on board) waited for until ``deadline``.
+        Nothing is fetched ahead (as Java): records acquired early would hold their
+        locks while the application works, and the acknowledgements of the records
+        returned ride on the next poll's ShareFetch."""
         self._take_acks()
         while True:
             self._apply_assignment()
-            self._absorb()
             got = self._buffer.collect(max_records)
             if got.pieces:
-                self._send()
                 return got
             self._send(deadline)
             wait = self._sessions.wait(deadline)
             self._sessions.take((yield wait))
-            self._absorb()
             if len(self._buffer):
                 continue
             if time.monotonic() >= deadline:
@@ -324,12 +323,6 @@ class ShareConsumer:
                 self._inflight[tp] = kept
             else:
                 del self._inflight[tp]
-
-    def _absorb(self) -> None:
-        """Track what the last answers acquired."""
-        for tp, inflight in self._sessions.acquired:
-            self._inflight.setdefault(tp, []).append(inflight)
-        self._sessions.acquired.clear()
 
     # ------------------------------------------------------------------ commits
 

@@ -139,14 +139,17 @@ class InFlight:
 
     @classmethod
     def acquired(cls, ranges: list[dict[str, Any]], record_offsets: np.ndarray,
-                 decoded_until: int) -> tuple[InFlight, np.ndarray]:
+                 decoded_until: int, held: np.ndarray | None = None
+                 ) -> tuple[InFlight, np.ndarray]:
         """From an answer's AcquiredRecords ``ranges`` and the offsets of the records
         it carried (decoded up to ``decoded_until``): the in-flight state and which
         records are this consumer's (records of the same batches acquired by others
         are not). An acquired offset with no record below ``decoded_until`` is a
         GAP (a compacted or control record), acknowledged with the next send; one
         at or past it was not decoded (a decompression bound) and is released, so
-        the broker delivers it again."""
+        the broker delivers it again. Offsets in ``held`` (acquired by an earlier
+        answer and still this consumer's: librdkafka's mock sends them again with
+        every answer) are left out."""
         if not ranges:
             empty = np.zeros(0, np.int64)
             return cls(empty, np.zeros(0, np.int16), np.zeros(0, np.int8)), \
@@ -162,6 +165,9 @@ class InFlight:
         offsets = starts + np.arange(total, dtype=np.int64)
         offsets, first_seen = np.unique(offsets, return_index=True)   # overlaps: once
         dcounts = np.repeat(counts, lengths)[first_seen]
+        if held is not None and len(held):
+            new = ~np.isin(offsets, held)
+            offsets, dcounts = offsets[new], dcounts[new]
         types = np.full(len(offsets), GAP, np.int8)
         record_offsets = np.asarray(record_offsets, np.int64)
         pos = np.searchsorted(offsets, record_offsets)

@@ -112,8 +112,8 @@ class ShareSessions:
         #: answered acknowledgements, for the commit callback and commit_sync
         self.results: list[AckResult] = []
         self.lock_timeout_ms = -1          # the last AcquisitionLockTimeoutMs answered
-        #: (partition, in-flight state) of each answer, for the consumer to track
-        self.acquired: list[tuple[TopicPartition, InFlight]] = []
+        #: what this consumer acquired and has not acknowledged (sent) yet, per partition
+        self.inflight: dict[TopicPartition, list[InFlight]] = {}
 
     # ------------------------------------------------------------------ acknowledgements
 
@@ -346,8 +346,11 @@ class ShareSessions:
             self.add_acks(tp, *inflight.take())
             return ShareCompletedFetch(tp, error=exc)
         decoded_until = cols.next_offset if p.get("records") is not None else first
-        inflight, mine = InFlight.acquired(ranges, cols.offset, decoded_until)
-        self.acquired.append((tp, inflight))
+        held = [f.offsets[~f.sent] for f in self.inflight.get(tp, ())]
+        inflight, mine = InFlight.acquired(ranges, cols.offset, decoded_until,
+                                           np.concatenate(held) if held else None)
+        if len(inflight):
+            self.inflight.setdefault(tp, []).append(inflight)
         return ShareCompletedFetch(tp, cols, np.flatnonzero(mine), inflight)
 
     # ------------------------------------------------------------------ failures

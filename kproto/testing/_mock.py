@@ -233,6 +233,42 @@ class MockCluster:
                 fn.restype = None
                 fn(mock, int(value))
 
+    def set_share_assignment(self, group: str,
+                             assignment: dict[str, list[tuple[str, int]]]) -> None:
+        """Assign share group ``group``'s members by hand: ``{member id: [(topic,
+        partition), ...]}`` (``rd_kafka_mock_sharegroup_target_assignment``). The
+        mock's own assignor gives each partition to one member only (a real
+        broker's gives every member every partition when there are more members
+        than partitions); this is how several members share one partition."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            lib.rd_kafka_topic_partition_list_new.restype = ctypes.c_void_p
+            lib.rd_kafka_topic_partition_list_new.argtypes = [ctypes.c_int]
+            lib.rd_kafka_topic_partition_list_add.restype = ctypes.c_void_p
+            lib.rd_kafka_topic_partition_list_add.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                              ctypes.c_int32]
+            lib.rd_kafka_topic_partition_list_destroy.argtypes = [ctypes.c_void_p]
+            members = list(assignment)
+            lists = []
+            for m in members:
+                tpl = lib.rd_kafka_topic_partition_list_new(len(assignment[m]) or 1)
+                for topic, partition in assignment[m]:
+                    lib.rd_kafka_topic_partition_list_add(tpl, topic.encode(), partition)
+                lists.append(tpl)
+            ids = (ctypes.c_char_p * len(members))(*[m.encode() for m in members])
+            tpls = (ctypes.c_void_p * len(members))(*lists)
+            fn = lib.rd_kafka_mock_sharegroup_target_assignment
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p),
+                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+            fn.restype = None
+            try:
+                fn(mock, group.encode(), ids, tpls, len(members))
+            finally:
+                for tpl in lists:
+                    lib.rd_kafka_topic_partition_list_destroy(tpl)
+
     def _mock_api(self) -> tuple[Any, Any]:
         """librdkafka (ctypes) and the hosting client's ``rd_kafka_mock_cluster_t *``."""
         import ctypes
