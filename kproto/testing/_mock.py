@@ -269,6 +269,23 @@ class MockCluster:
                 for tpl in lists:
                     lib.rd_kafka_topic_partition_list_destroy(tpl)
 
+    def share_group_members(self, group: str) -> list[str]:
+        """The member ids of share group ``group`` on the mock (none if no such group)."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            fn = lib.rd_kafka_mock_sharegroup_get_member_ids
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                           ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p)),
+                           ctypes.POINTER(ctypes.c_size_t)]
+            ids, n = ctypes.POINTER(ctypes.c_char_p)(), ctypes.c_size_t()
+            if fn(mock, group.encode(), ctypes.byref(ids), ctypes.byref(n)) or not n.value:
+                return []
+            # (the C strings and array are librdkafka's malloc'd copies, left to leak:
+            # a few bytes per call of a test helper)
+            return [ids[i].decode() for i in range(n.value)]
+
     def _mock_api(self) -> tuple[Any, Any]:
         """librdkafka (ctypes) and the hosting client's ``rd_kafka_mock_cluster_t *``."""
         import ctypes
