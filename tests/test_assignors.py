@@ -168,7 +168,7 @@ def groups(draw, *, same_topics: bool = False, static: bool = True, max_members:
 
 
 def test_registry_and_get_assignor() -> None:
-    assert set(ASSIGNORS) == {"range", "roundrobin", "sticky"}
+    assert set(ASSIGNORS) == {"range", "roundrobin", "sticky", "cooperative-sticky"}
     for name, cls in ASSIGNORS.items():
         a = get_assignor(name)
         assert isinstance(a, cls) and a.name == name
@@ -180,8 +180,8 @@ def test_registry_and_get_assignor() -> None:
                       RangeAssignor)
     assert isinstance(get_assignor("RoundRobinAssignor"), RoundRobinAssignor)
     assert isinstance(get_assignor(" Sticky "), StickyAssignor)
-    with pytest.raises(ConfigError, match="range, roundrobin, sticky"):
-        get_assignor("cooperative-sticky")
+    with pytest.raises(ConfigError, match="cooperative-sticky, range, roundrobin, sticky"):
+        get_assignor("uniform")
     with pytest.raises(ConfigError):
         get_assignor(42)  # type: ignore[arg-type]
 

@@ -1,7 +1,8 @@
 """Partition assignors for classic (JoinGroup/SyncGroup) consumer groups.
 
-Three assignors, named as in the Java client, run by the group leader over the
-members' decoded subscriptions (see PROTOCOL_NOTES §6):
+Three eager assignors, named as in the Java client, run by the group leader over
+the members' decoded subscriptions (see PROTOCOL_NOTES §6); the fourth,
+``cooperative-sticky``, is in :mod:`kproto.groups.cooperative`:
 
 * :class:`RangeAssignor` (``"range"``): per topic, the members subscribed to it
   in Java order each get a contiguous range; the first ``partitions % members``
@@ -52,6 +53,7 @@ __all__ = [
     "encode_sticky_user_data",
     "get_assignor",
     "java_string_key",
+    "register_assignor",
 ]
 
 #: Generation reported when a member has no previous assignment (Java ``DEFAULT_GENERATION``).
@@ -179,6 +181,9 @@ class _AssignorBase:
     """Shared defaults: no subscription or assignment user data."""
 
     name: str = ""
+    #: The rebalance protocols it supports (Java's ``supportedProtocols``): eager
+    #: only, but for ``cooperative-sticky`` (:mod:`kproto.groups.cooperative`).
+    supported_protocols: ClassVar[tuple[str, ...]] = ("eager",)
     #: Java class names accepted by :func:`get_assignor`.
     java_class_names: ClassVar[tuple[str, ...]] = ()
 
@@ -588,18 +593,25 @@ class StickyAssignor(_AssignorBase):
 
 # --------------------------------------------------------------------------- registry
 
-#: Assignor classes by protocol name.
-ASSIGNORS: dict[str, type] = {
-    cls.name: cls for cls in (RangeAssignor, RoundRobinAssignor, StickyAssignor)
-}
-
+#: Assignor classes by protocol name (``cooperative-sticky`` registers itself from
+#: :mod:`kproto.groups.cooperative`, which the ``kproto.groups`` package imports).
+ASSIGNORS: dict[str, type] = {}
 _ALIASES: dict[str, type] = {}
+
+
+def register_assignor(cls: type) -> None:
+    """Make an assignor class known to :func:`get_assignor` by its ``name`` and its
+    ``java_class_names`` (full and short)."""
+    ASSIGNORS[cls.name] = cls
+    _ALIASES[cls.name] = cls
+    for java in getattr(cls, "java_class_names", ()):
+        _ALIASES[java.lower()] = cls
+        _ALIASES[java.rsplit(".", 1)[1].lower()] = cls
+
+
 for _cls in (RangeAssignor, RoundRobinAssignor, StickyAssignor):
-    _ALIASES[_cls.name] = _cls
-    for _java in _cls.java_class_names:
-        _ALIASES[_java.lower()] = _cls
-        _ALIASES[_java.rsplit(".", 1)[1].lower()] = _cls
-del _cls, _java
+    register_assignor(_cls)
+del _cls
 
 
 def get_assignor(name_or_obj: str | Assignor | type) -> Assignor:
