@@ -210,7 +210,8 @@ class ShareSessions:
         if not acks and epoch != FINAL_EPOCH:
             return
         fields = {"group_id": self.group_id, "member_id": self._member_id(),
-                  "share_session_epoch": epoch,
+                  "share_session_epoch": epoch,     # (v2: tells the broker renews are in)
+                  "is_renew_ack": any(bool((t == 4).any()) for _, t in acks.values()),
                   "topics": _topics(self._cluster.metadata, set(acks), acks, with_acks=True)}
         self._issue(session, ApiKey.SHARE_ACKNOWLEDGE, fields, acks, set())
 
