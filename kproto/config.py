@@ -399,11 +399,35 @@ SASL_CREDENTIALS = ("sasl_plain_username", "sasl_plain_password", "sasl_oauthbea
 
 _MASKED = "'***'"
 
+#: Settings a group protocol refuses when they are set explicitly with a group_id
+#: (Java's ConsumerConfig CLASSIC_/CONSUMER_PROTOCOL_UNSUPPORTED_CONFIGS): the
+#: consumer protocol's coordinator assigns and sets the session and heartbeat times.
+PROTOCOL_REFUSES = {
+    "classic": ("group_remote_assignor",),
+    "consumer": ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms"),
+}
+
+
+def _refuse_for_group_protocol(settings: Settings) -> None:
+    protocol = settings.get("group_protocol")
+    if protocol is None or not settings.get("group_id"):
+        return
+    refused = [k for k in PROTOCOL_REFUSES[protocol] if k in settings.explicit]
+    if refused:
+        why = ("the coordinator assigns the partitions (group_remote_assignor names its "
+               "assignor) and sets the session and heartbeat times") if protocol == "consumer" \
+            else "group_remote_assignor is the consumer protocol's (group_protocol='consumer')"
+        raise ConfigError(f"{', '.join(refused)} cannot be set with "
+                          f"group_protocol={protocol!r}: {why}")
+
 
 class Settings(dict[str, Any]):
     """Resolved client settings: a dict whose ``repr()`` and ``str()`` show the
     values of :data:`SECRET_OPTIONS` as ``***`` (what ``print(producer.config)``
-    shows); the values themselves are unchanged."""
+    shows); the values themselves are unchanged. ``explicit``: the options the
+    caller set (the others are defaults)."""
+
+    explicit: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         shown = (f"{k!r}: {_MASKED if k in SECRET_OPTIONS and v is not None else repr(v)}"
@@ -495,6 +519,7 @@ def resolve(client: str, config: Mapping[str, Any] | None = None, **kwargs: Any
     (:class:`Settings`).
     """
     given: dict[str, Any] = {}
+    explicit: set[str] = set()
     spec = _provider_spec((config or {}), kwargs)
     providers = ConfigProviders(spec) if spec else None
     if spec:
@@ -535,9 +560,14 @@ def resolve(client: str, config: Mapping[str, Any] | None = None, **kwargs: Any
                 raise ConfigError(f"config {raw_key!r}: {exc}") from None
             _refuse_two_names(origin, key, raw_key, given, converted)
             given[key] = converted
+            if converted is not None and str(converted).strip() and (
+                    not isinstance(source, Settings) or key in source.explicit):
+                explicit.add(key)           # a resolved Settings: only what its caller set
     settings = Settings((name, opt.default) for name, opt in OPTIONS.items()
                         if client in opt.clients)
     settings.update(given)
+    settings.explicit = frozenset(explicit)
+    _refuse_for_group_protocol(settings)
     if not settings.get("bootstrap_servers"):
         raise ConfigError(f"the {client} needs bootstrap_servers ('host:port,...')")
     return settings

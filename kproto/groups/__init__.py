@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError
 from ..net.cluster import Cluster
 from ..structs import SubscriptionState
 from .classic import CommitFailedError, GroupCoordinator
@@ -40,6 +39,7 @@ def new_member(subscription: SubscriptionState, cluster: Cluster,
     (JoinGroup/SyncGroup, :mod:`kproto.groups.classic`) or ``consumer`` (KIP-848,
     :mod:`kproto.groups.consumer_protocol`)."""
     if config["group_protocol"] == "consumer":
-        raise ConfigError("group_protocol='consumer' (KIP-848) is not built yet; "
-                          "use group_protocol='classic'")
+        from .consumer_protocol import ConsumerMembership
+
+        return ConsumerMembership(subscription, cluster, config)
     return GroupCoordinator(subscription, cluster, config)
