@@ -2,6 +2,7 @@
 
 >>> admin = Admin(bootstrap_servers="127.0.0.1:9092")                # doctest: +SKIP
 >>> admin.create_topics({"events": 12})                              # doctest: +SKIP
+>>> admin.list_groups(types=["consumer"], states=["Stable"])         # doctest: +SKIP
 >>> admin.describe_groups(["etl"])[0].members                        # doctest: +SKIP
 >>> admin.list_consumer_group_offsets("etl")                         # doctest: +SKIP
 >>> admin.list_transactions(states=["Ongoing"])                      # doctest: +SKIP
@@ -10,16 +11,37 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from . import protocol
+from .admin_groups import (
+    ConsumerGroupDescription,
+    ConsumerMemberDescription,
+    GroupDescription,
+    GroupListing,
+    MemberDescription,
+    ShareGroupDescription,
+    ShareMemberDescription,
+    classic_description,
+    consumer_descriptions,
+    group_types,
+    listings,
+    share_descriptions,
+)
 from .config import resolve
 from .consumer.fetcher import list_offsets
-from .errors import ErrorCode, KprotoError, LeaderNotAvailableError, error_for_code
-from .net.blocking import Fields
+from .errors import (
+    ErrorCode,
+    GroupIdNotFoundError,
+    KprotoError,
+    LeaderNotAvailableError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from .net.blocking import BrokerConnection, Fields
 from .net.cluster import ClusterMetadata
 from .protocol import ApiKey
 from .protocol.requests import GROUP, TRANSACTION, offset_fetch_fields
@@ -27,41 +49,14 @@ from .structs import EARLIEST, LATEST, OffsetAndMetadata, OffsetAndTimestamp, To
 from .structs import as_tp as _tp
 
 __all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription",
-           "TransactionListing", "TransactionDescription", "ProducerState"]
+           "ConsumerGroupDescription", "ConsumerMemberDescription", "ShareGroupDescription",
+           "ShareMemberDescription", "TransactionListing", "TransactionDescription",
+           "ProducerState"]
+
+AnyGroupDescription = GroupDescription | ConsumerGroupDescription | ShareGroupDescription
 
 _TOPIC_ALREADY_EXISTS = ErrorCode.TOPIC_ALREADY_EXISTS
-
-
-@dataclass(frozen=True)
-class GroupListing:
-    """A group as ListGroups names it."""
-
-    group_id: str
-    protocol_type: str
-    state: str | None = None
-
-
-@dataclass(frozen=True)
-class MemberDescription:
-    """One member of a group, with the partitions assigned to it (consumer groups)."""
-
-    member_id: str
-    client_id: str
-    client_host: str
-    group_instance_id: str | None = None
-    assignment: frozenset[TopicPartition] = frozenset()
-    subscription: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class GroupDescription:
-    """A group as DescribeGroups describes it."""
-
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: list[MemberDescription] = field(default_factory=list)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -174,11 +169,26 @@ class Admin:
 
     # -- groups
 
-    def list_groups(self) -> list[GroupListing]:
-        """Every group on every broker."""
+    def list_groups(self, *, types: Iterable[str] = (), states: Iterable[str] = ()
+                    ) -> list[GroupListing]:
+        """Every group on every broker (Java's ``listGroups``), or those of these
+        ``types`` (classic, consumer, share, streams) in these ``states`` (Stable,
+        Empty, ...: Kafka compares them case-insensitively). A broker answering
+        ListGroups before v5 (no types; its groups are all classic) is filtered
+        here; one before v4 cannot be asked for states: UnsupportedVersionError."""
+        wanted_types, wanted_states = group_types(types), list(states)
         meta = self._cluster.maybe_refresh()
-        answers = self._cluster.send_many({n: [(ApiKey.LIST_GROUPS, {
-            "states_filter": [], "types_filter": []})] for n in meta.brokers})
+
+        def fields(version: int) -> dict[str, Any]:
+            if wanted_states and version < 4:
+                raise UnsupportedVersionError(
+                    f"ListGroups v{version} (the broker's newest) cannot filter groups by "
+                    "state: that needs v4+")
+            return {"states_filter": wanted_states if version >= 4 else [],
+                    "types_filter": wanted_types if version >= 5 else []}
+
+        answers = self._cluster.send_many({n: [(ApiKey.LIST_GROUPS, fields)]
+                                           for n in meta.brokers})
         out = []
         for node, result in sorted(answers.items()):
             if isinstance(result, Exception):
@@ -187,38 +197,50 @@ class Admin:
             cls = error_for_code(body["error_code"])
             if cls is not None:
                 raise cls("ListGroups failed", node=node)
-            out += [GroupListing(g["group_id"], g["protocol_type"], g.get("group_state"))
-                    for g in body["groups"]]
+            out += listings(body, result[0].request.version, wanted_types, wanted_states)
         return sorted(out, key=lambda g: g.group_id)
 
-    def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
-        """State, protocol and members (with their decoded assignments) of groups."""
+    def describe_groups(self, group_ids: Iterable[str]) -> list[AnyGroupDescription]:
+        """Groups of every type, each as its own API describes it: classic groups
+        (DescribeGroups) as :class:`GroupDescription`, KIP-848 consumer groups
+        (ConsumerGroupDescribe) as :class:`ConsumerGroupDescription`, share groups
+        (ShareGroupDescribe) as :class:`ShareGroupDescription`; each has ``type``.
+        A group no API knows comes back as DescribeGroups says (state Dead, or
+        Empty from some brokers)."""
+        return [self._with_coordinator(gid, functools.partial(self._describe_any, gid=gid))
+                for gid in group_ids]
+
+    def describe_classic_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        """Classic groups: state, protocol and members (with their decoded
+        assignments), from DescribeGroups (Java's ``describeClassicGroups``)."""
+        return [self._with_coordinator(gid, functools.partial(self._describe_classic, gid=gid))
+                for gid in group_ids]
+
+    def describe_consumer_groups(self, group_ids: Iterable[str]
+                                 ) -> list[ConsumerGroupDescription | GroupDescription]:
+        """Consumer groups of either protocol (Java's ``describeConsumerGroups``):
+        KIP-848 groups from ConsumerGroupDescribe (members, member epochs,
+        assignments and target assignments by topic name, the broker's
+        assignor), classic ones from DescribeGroups. A share group raises
+        GroupIdNotFoundError."""
+        out: list[ConsumerGroupDescription | GroupDescription] = []
+        for desc in self.describe_groups(group_ids):
+            if isinstance(desc, ShareGroupDescription):
+                raise GroupIdNotFoundError(f"group {desc.group_id!r} is a share group, not a "
+                                           "consumer group", group=desc.group_id)
+            out.append(desc)
+        return out
+
+    def describe_share_groups(self, group_ids: Iterable[str]) -> list[ShareGroupDescription]:
+        """Share groups (KIP-932) from ShareGroupDescribe (Java's
+        ``describeShareGroups``): members, epochs, assignments by topic name. A
+        coordinator without ShareGroupDescribe raises UnsupportedVersionError
+        naming it; a group that is not a share group, GroupIdNotFoundError."""
         out = []
         for gid in group_ids:
-            body = self._coordinator_request(gid, ApiKey.DESCRIBE_GROUPS, {
-                "groups": [gid], "include_authorized_operations": False})
-            for g in body["groups"]:
-                cls = error_for_code(g["error_code"])
-                if cls is not None:
-                    raise cls(g.get("error_message"), group=gid)
-                members = []
-                for m in g["members"]:
-                    assigned: frozenset[TopicPartition] = frozenset()
-                    topics: tuple[str, ...] = ()
-                    if g["protocol_type"] == "consumer":
-                        if m["member_assignment"]:
-                            a = protocol.decode_assignment(m["member_assignment"])
-                            assigned = frozenset(
-                                TopicPartition(x["topic"], p)
-                                for x in a["assigned_partitions"] or [] for p in x["partitions"])
-                        if m["member_metadata"]:
-                            topics = tuple(protocol.decode_subscription(
-                                m["member_metadata"])["topics"] or ())
-                    members.append(MemberDescription(
-                        m["member_id"], m["client_id"], m["client_host"],
-                        m.get("group_instance_id"), assigned, topics))
-                out.append(GroupDescription(g["group_id"], g["group_state"],
-                                            g["protocol_type"], g["protocol_data"], members))
+            body = self._coordinator_request(gid, ApiKey.SHARE_GROUP_DESCRIBE, {
+                "group_ids": [gid], "include_authorized_operations": False})
+            out += share_descriptions(body, self._topic_names)
         return out
 
     def list_consumer_group_offsets(self, group_id: str,
@@ -374,14 +396,70 @@ class Admin:
 
         return self._cluster.call(attempt, "admin request")
 
+    def _describe_classic(self, conn: BrokerConnection, gid: str) -> GroupDescription:
+        [g] = conn.request(ApiKey.DESCRIBE_GROUPS, {
+            "groups": [gid], "include_authorized_operations": False})["groups"]
+        cls = error_for_code(g["error_code"])
+        if cls is not None:
+            raise cls(g.get("error_message"), group=gid)
+        return classic_description(g)
+
+    def _describe_any(self, conn: BrokerConnection, gid: str) -> AnyGroupDescription:
+        """DescribeGroups first (every broker but librdkafka's mock has it); a group it
+        does not know as a classic one (GROUP_ID_NOT_FOUND from Kafka 4's v6, Dead
+        before, Empty with no protocol from some brokers) is asked for with
+        ConsumerGroupDescribe, then ShareGroupDescribe, where the coordinator has them."""
+        classic: GroupDescription | None = None
+        conn.connect()  # negotiates: which of the three the coordinator has
+        if ApiKey.DESCRIBE_GROUPS in conn.versions:
+            try:
+                classic = self._describe_classic(conn, gid)
+            except GroupIdNotFoundError:
+                classic = None
+            if classic is not None and not (classic.state in ("Dead", "Empty")
+                                            and not classic.protocol_type):
+                return classic
+        for api_key, parse in ((ApiKey.CONSUMER_GROUP_DESCRIBE, consumer_descriptions),
+                               (ApiKey.SHARE_GROUP_DESCRIBE, share_descriptions)):
+            if api_key not in conn.versions:
+                continue
+            body = conn.request(api_key, {"group_ids": [gid],
+                                          "include_authorized_operations": False})
+            [g] = body["groups"]
+            if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+                continue
+            [desc] = parse(body, self._topic_names)
+            # an empty answer where DescribeGroups had one too: nothing there
+            if classic is None or desc.members or desc.state not in ("Empty", "Dead"):
+                return desc
+        if classic is not None:
+            return classic
+        if ApiKey.DESCRIBE_GROUPS not in conn.versions and not any(
+                k in conn.versions for k in (ApiKey.CONSUMER_GROUP_DESCRIBE,
+                                             ApiKey.SHARE_GROUP_DESCRIBE)):
+            raise UnsupportedVersionError(
+                f"the coordinator of group {gid!r} speaks none of DescribeGroups, "
+                "ConsumerGroupDescribe, ShareGroupDescribe")
+        raise GroupIdNotFoundError(f"group {gid!r} does not exist", group=gid)
+
+    def _topic_names(self, ids: set[Any]) -> dict[Any, str]:
+        """Names of topic ids (a group describe answer without them), from Metadata."""
+        meta = self._cluster.refresh_metadata(all_topics=True)
+        return {t.topic_id: name for name, t in meta.topics.items() if t.topic_id in ids}
+
     def _coordinator_request(self, key: str, api_key: int, fields: Fields,
                              key_type: int = GROUP) -> dict[str, Any]:
+        return self._with_coordinator(key, lambda conn: conn.request(api_key, fields), key_type)
+
+    def _with_coordinator(self, key: str, call: Callable[[BrokerConnection], T],
+                          key_type: int = GROUP) -> T:
+        """``call`` on a connection to ``key``'s coordinator, again on a retriable error."""
         deadline = time.monotonic() + self._cluster.request_timeout
         while True:
             address = self._cluster.find_coordinator(key, key_type)
             conn = self._cluster.new_connection(address)
             try:
-                return conn.request(api_key, fields)
+                return call(conn)
             except KprotoError as exc:
                 # asking again cannot change an answer such as "no such API here"
                 if not exc.retriable or time.monotonic() > deadline:

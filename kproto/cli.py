@@ -7,6 +7,7 @@
     kproto -b broker:9092 consume events --from earliest --to end -o out.parquet
     kproto -b broker:9092 consume events --format json --count 10
     kproto -b broker:9092 offsets events
+    kproto -b broker:9092 groups list --type consumer --state Stable
     kproto -b broker:9092 groups describe etl
     kproto decode capture.bin --fetch-version 12
     kproto bench
@@ -217,56 +218,12 @@ def cmd_offsets(args: argparse.Namespace) -> None:
 
 
 def cmd_groups(args: argparse.Namespace) -> None:
-    from .admin import Admin
-    from .consumer.consumer import Consumer
+    from .cli_groups import groups
 
     _names(args, args.action == "describe", "group ids")
-    settings = _settings(args)
-    with Admin(_filtered(settings, "admin")) as admin:
-        if args.action == "list":
-            groups = admin.list_groups()
-            _out(args, [g.__dict__ for g in groups],
-                 [(g.group_id, g.protocol_type, g.state or "") for g in groups],
-                 ("group", "type", "state"))
-            return
-        result: list[dict[str, Any]] = []
-        for gid in args.names:
-            [desc] = admin.describe_groups([gid])
-            committed = admin.list_consumer_group_offsets(gid)
-            if desc.state == "Dead" or (not desc.members and not committed):
-                # Kafka answers a group it does not know as Dead (some brokers: Empty);
-                # an Empty group without offsets is removed at once
-                raise CliError(f"group {gid!r} does not exist (kproto groups list)")
-            lag: list[dict[str, Any]] = []
-            if committed:
-                with Consumer(_filtered(settings, "consumer")) as c:
-                    ends = c.end_offsets(list(committed))
-                owner = {tp: m.member_id for m in desc.members for tp in m.assignment}
-                lag = [{"topic": tp.topic, "partition": tp.partition, "committed": off,
-                        "end": ends[tp], "lag": max(0, ends[tp] - off),
-                        "member": owner.get(tp)} for tp, off in committed.items()]
-            result.append({
-                "group": gid, "state": desc.state, "protocol": desc.protocol,
-                "members": [{"member_id": m.member_id, "client_id": m.client_id,
-                             "host": m.client_host,
-                             "assignment": sorted(f"{tp.topic}[{tp.partition}]"
-                                                  for tp in m.assignment)}
-                            for m in desc.members],
-                "offsets": lag})
-        if args.json:
-            _out(args, result)
-            return
-        for g in result:
-            print(f"group {g['group']}: {g['state']}, protocol {g['protocol'] or '-'}, "
-                  f"{len(g['members'])} members")
-            if g["members"]:
-                _out(args, None, [(m["member_id"], m["client_id"], m["host"],
-                                   " ".join(m["assignment"])) for m in g["members"]],
-                     ("member", "client", "host", "assignment"))
-            if g["offsets"]:
-                _out(args, None, [(o["topic"], o["partition"], o["committed"], o["end"],
-                                   o["lag"]) for o in g["offsets"]],
-                     ("topic", "partition", "committed", "end", "lag"))
+    if args.action == "describe" and (args.type or args.state):
+        raise UsageError("groups describe takes no --type/--state (they filter groups list)")
+    groups(args, _settings(args), _filtered, _out)
 
 
 def cmd_transactions(args: argparse.Namespace) -> None:

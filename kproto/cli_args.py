@@ -105,6 +105,8 @@ def separator(text: str) -> str:
 TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
                       "CompleteAbort", "Dead", "PrepareEpochFence")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+#: Kafka's group types (ListGroups v5 filters by these; kproto.admin_groups.GROUP_TYPES)
+GROUP_TYPES = ("classic", "consumer", "share", "streams")
 
 
 # --------------------------------------------------------------------------- secrets
@@ -218,9 +220,13 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     o.add_argument("-p", "--partition", type=partition, action="append")
     o.add_argument("-t", "--time", type=millis, help="also the offset at this time (ms)")
 
-    g = sub.add_parser("groups", help="list groups, or describe them with lag")
+    g = sub.add_parser("groups", help="list groups (by type, state), or describe them with lag")
     g.add_argument("action", choices=["list", "describe"])
     g.add_argument("names", nargs="*", metavar="GROUP")
+    g.add_argument("-t", "--type", action="append", choices=GROUP_TYPES,
+                   help="list: only groups of this type (classic, consumer, share, streams)")
+    g.add_argument("-s", "--state", action="append", metavar="STATE",
+                   help="list: only groups in this state (Stable, Empty, ...)")
 
     tx = sub.add_parser("transactions", help="list or describe transactions; a topic's "
                         "producers")

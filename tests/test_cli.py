@@ -125,6 +125,30 @@ def test_groups_list_and_describe_with_lag(broker, unique_topic, capsys):
                                 "end": 10, "lag": 6, "member": None}]
     code, out, _ = run(capsys, "-b", broker.bootstrap, "groups", "describe", group)
     assert code == 0 and "lag" in out
+    assert out.startswith(f"group {group}: classic, Empty, protocol -, 0 members")
+
+
+@pytest.mark.brokers("noida", reason="the only broker that lists its groups with their "
+                     "state: the mock has no ListGroups, Tansu lists only groups with offsets")
+def test_groups_list_by_type_and_state(broker, unique_topic, capsys):
+    from kproto import Consumer
+
+    group = f"g-{unique_topic}"
+    broker.create_topic(unique_topic, 1)
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id=group) as c:
+        c.commit({(unique_topic, 0): 0})
+
+    def listed(*argv: str) -> list[str]:
+        code, out, _ = run(capsys, "-b", broker.bootstrap, "--json", "groups", "list", *argv)
+        assert code == 0
+        return [g["group_id"] for g in json.loads(out)]
+
+    assert group in listed("--type", "classic") and group in listed("-t", "share", "-t", "classic")
+    assert group not in listed("--type", "consumer")
+    assert group in listed("--state", "Empty") and group not in listed("-s", "Stable")
+    code, out, _ = run(capsys, "-b", broker.bootstrap, "groups", "list", "-t", "classic")
+    [row] = [line.split() for line in out.splitlines() if group in line]
+    assert row == [group, "classic", "Empty"]  # no protocol: a group of offsets only
 
 
 def test_decode_record_set_and_fetch_capture(capsys, tmp_path):
@@ -231,6 +255,8 @@ def test_each_command_s_failures_are_one_line_exit_1(tansu, unique_topic, bad_fi
     ("offsets t -p x", ["-p/--partition", "'x'"]),
     ("groups describe", ["groups describe needs group ids"]),
     ("groups list g", ["groups list takes no group ids"]),
+    ("groups list -t queue", ["-t/--type", "'queue'"]),
+    ("groups describe g -t consumer", ["groups describe takes no --type/--state"]),
     ("transactions list -s Bogus", ["-s/--state", "'Bogus'"]),
     ("transactions describe", ["transactions describe needs transactional ids"]),
     ("decode f --fetch-version 99", ["--fetch-version", "99"]),

@@ -155,10 +155,12 @@ TOP_LEVEL = {
     "errors": "the exception hierarchy (leaf)",
     "structs": "TopicPartition and the other shared records (leaf)",
     "admin": "the Admin client: one module, no state of its own beyond a Cluster",
+    "admin_groups": "the group listings and descriptions it returns (every group type)",
     "schema_registry": "the Schema Registry client (typed values)",
     "_registry_http": "its HTTP",
     "cli": "the kproto command",
     "cli_args": "its arguments",
+    "cli_groups": "its groups command",
     "bench": "its decode benchmark",
     "demo": "the README's main job",
 }

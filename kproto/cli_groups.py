@@ -1,0 +1,94 @@
+"""``kproto groups``: list groups (by type and state), describe them with their lag.
+
+    kproto -b broker:9092 groups list --type consumer --state Stable
+    kproto -b broker:9092 groups describe etl
+
+The command's helpers (settings, output) come from :mod:`kproto.cli`, which
+calls :func:`groups` with them (this module imports nothing of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from .cli_args import CliError
+
+__all__ = ["groups"]
+
+Filter = Callable[[dict[str, Any], str], dict[str, Any]]
+Out = Callable[..., None]
+
+
+def groups(args: argparse.Namespace, settings: dict[str, Any], filtered: Filter,
+           out: Out) -> None:
+    """Run ``kproto groups list|describe`` with the resolved ``settings``."""
+    from .admin import Admin
+
+    with Admin(filtered(settings, "admin")) as admin:
+        if args.action == "list":
+            found = admin.list_groups(types=args.type or (), states=args.state or ())
+            out(args, [g.__dict__ for g in found],
+                [(g.group_id, g.type or "", g.protocol_type, g.state or "") for g in found],
+                ("group", "type", "protocol", "state"))
+            return
+        result = [_described(admin, gid, settings, filtered) for gid in args.names]
+        if args.json:
+            out(args, result)
+            return
+        for g in result:
+            extra = f", epoch {g['epoch']}" if g.get("epoch") is not None else ""
+            print(f"group {g['group']}: {g['type']}, {g['state']}, "
+                  f"{'assignor' if g['type'] != 'classic' else 'protocol'} "
+                  f"{g['protocol'] or '-'}{extra}, {len(g['members'])} members")
+            if g["members"] and g["type"] == "classic":
+                out(args, None, [(m["member_id"], m["client_id"], m["host"],
+                                  " ".join(m["assignment"])) for m in g["members"]],
+                    ("member", "client", "host", "assignment"))
+            elif g["members"]:
+                out(args, None, [(m["member_id"], m["client_id"], m["host"], m["epoch"],
+                                  " ".join(m["assignment"]), " ".join(m["target"]))
+                                 for m in g["members"]],
+                    ("member", "client", "host", "epoch", "assignment", "target"))
+            if g["offsets"]:
+                out(args, None, [(o["topic"], o["partition"], o["committed"], o["end"],
+                                  o["lag"]) for o in g["offsets"]],
+                    ("topic", "partition", "committed", "end", "lag"))
+
+
+def _tps(tps: Any) -> list[str]:
+    return sorted(f"{tp.topic}[{tp.partition}]" for tp in tps)
+
+
+def _described(admin: Any, gid: str, settings: dict[str, Any], filtered: Filter
+               ) -> dict[str, Any]:
+    """One group as the command shows it: type, state, members, committed offsets and lag."""
+    from .consumer.consumer import Consumer
+
+    [desc] = admin.describe_groups([gid])
+    committed = {} if desc.type == "share" else admin.list_consumer_group_offsets(gid)
+    if desc.state == "Dead" or (not desc.members and not committed and desc.type == "classic"):
+        # Kafka answers a group it does not know as Dead (some brokers: Empty);
+        # an Empty group without offsets is removed at once
+        raise CliError(f"group {gid!r} does not exist (kproto groups list)")
+    members: list[dict[str, Any]] = []
+    for m in desc.members:
+        member = {"member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+                  "assignment": _tps(m.assignment)}
+        if desc.type != "classic":
+            member.update(epoch=m.member_epoch, subscription=list(m.subscription),
+                          target=_tps(getattr(m, "target_assignment", m.assignment)))
+        members.append(member)
+    lag: list[dict[str, Any]] = []
+    if committed:
+        with Consumer(filtered(settings, "consumer")) as c:
+            ends = c.end_offsets(list(committed))
+        owner = {tp: m.member_id for m in desc.members for tp in m.assignment}
+        lag = [{"topic": tp.topic, "partition": tp.partition, "committed": off,
+                "end": ends[tp], "lag": max(0, ends[tp] - off), "member": owner.get(tp)}
+               for tp, off in committed.items()]
+    return {"group": gid, "type": desc.type, "state": desc.state,
+            "protocol": desc.protocol if desc.type == "classic" else desc.assignor,
+            "epoch": None if desc.type == "classic" else desc.group_epoch,
+            "members": members, "offsets": lag}
