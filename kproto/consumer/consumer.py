@@ -38,7 +38,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..net.cluster import Cluster
-from ..net.driver import Driver, SelectorDriver, Steps
+from ..net.driver import Driver, SelectorDriver, Steps, Wait
 from ..structs import EARLIEST, LATEST, OffsetAndTimestamp, SubscriptionState, TopicPartition, as_tp
 from .fetch_buffer import Collected, FetchBuffer
 from .fetcher import list_offsets
@@ -262,11 +262,15 @@ class Consumer:
         what earlier polls returned; then records already fetched, or new ones
         waited for until ``deadline``; then, before returning them, the next
         Fetches (the brokers work while the caller does). Waits for Fetch answers
-        are yielded to the driver (net/driver.py); the rest does not wait on a
-        Fetch (group, position and metadata requests are blocking exchanges)."""
-        if self._group is not None:
-            self._group.poll()
-            self._group.maybe_auto_commit()
+        and the group's JoinGroup/SyncGroup answers are yielded to the driver
+        (net/driver.py), so a rebalance goes on across polls and a poll returns
+        at ``deadline`` however long the coordinator holds it (a cooperative
+        member reads the partitions it keeps meanwhile); the rest does not wait
+        on a Fetch (position and metadata requests are blocking exchanges)."""
+        group = self._group
+        if group is not None:
+            group.poll_within(deadline)
+            group.maybe_auto_commit()
         while True:
             self._resolve_or_wait()
             got = self._buffer.collect(self._subs.positions, self._subs.is_readable,
@@ -276,13 +280,18 @@ class Consumer:
                 return got
             self._fetches.send(deadline)
             wait = self._fetches.wait(deadline)
-            self._fetches.take((yield wait), wait)
+            joining = group.waiting_on() if group is not None else []
+            if joining:
+                wait = Wait([*wait.conns, *joining],
+                            wait.deadline if wait.conns or self._subs.assignment else deadline)
+            ready = yield wait
+            self._fetches.take(ready, wait)
+            if group is not None:
+                group.poll_within(deadline, ready)
             if len(self._buffer):
                 continue
             if time.monotonic() >= deadline:
                 return got
-            if self._group is not None:
-                self._group.poll()
 
     def read_range(self, topic: str, ranges: Mapping[int, tuple[Bound, Bound]] | None = None,
                    *, timeout_ms: int | None = None, headers: bool = True) -> pyarrow.Table:

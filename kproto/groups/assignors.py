@@ -602,8 +602,9 @@ _ALIASES: dict[str, type] = {}
 def register_assignor(cls: type) -> None:
     """Make an assignor class known to :func:`get_assignor` by its ``name`` and its
     ``java_class_names`` (full and short)."""
-    ASSIGNORS[cls.name] = cls
-    _ALIASES[cls.name] = cls
+    name: str = getattr(cls, "name")   # noqa: B009 (a class attribute mypy cannot see)
+    ASSIGNORS[name] = cls
+    _ALIASES[name] = cls
     for java in getattr(cls, "java_class_names", ()):
         _ALIASES[java.lower()] = cls
         _ALIASES[java.rsplit(".", 1)[1].lower()] = cls

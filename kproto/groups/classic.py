@@ -30,7 +30,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .. import protocol
@@ -38,12 +39,18 @@ from ..errors import (
     CommitFailedError,
     ErrorCode,
     FencedInstanceIdError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
     KprotoError,
     error_for_code,
 )
+from ..net.blocking import BrokerConnection
 from ..net.cluster import Cluster
+from ..net.connection import Request
+from ..net.driver import SelectorDriver
 from ..protocol import ApiKey
 from ..structs import ConsumerGroupMetadata, SubscriptionState, TopicPartition
+from .cooperative import COOPERATIVE, owned_by_topic, rebalance_protocol
 from .member import _COORDINATOR_GONE, GroupMember, RebalanceListener
 
 __all__ = ["CommitFailedError", "GroupCoordinator", "RebalanceListener"]
@@ -68,6 +75,16 @@ class _Rejoin(Exception):
     """The group moved on (new generation, unknown member): join again."""
 
 
+@dataclass(frozen=True)
+class _Exchange:
+    """The JoinGroup (``kind`` "join") or SyncGroup ("sync") in flight on ``conn``."""
+
+    kind: str
+    conn: BrokerConnection
+    request: Request
+    sent: float
+
+
 class GroupCoordinator(GroupMember):
     """Membership of one consumer in ``group_id`` by the classic protocol (Java's
     ``ConsumerCoordinator``); the coordinator link and offsets are
@@ -81,7 +98,15 @@ class GroupCoordinator(GroupMember):
         self.assignors = [get_assignor(a) for a in config["partition_assignment_strategy"]]
         self.generation = -1
         self.protocol_name: str | None = None
+        #: this member's rebalance protocol: cooperative when all its assignors
+        #: support it (KIP-429), else eager
+        self.protocol = rebalance_protocol(self.assignors)
         self._needs_join = False
+        self._exchange: _Exchange | None = None  # the JoinGroup/SyncGroup in flight
+        self._join_conn: BrokerConnection | None = None
+        self._prepared = False                   # onJoinPrepare done for this rebalance
+        self._retry_at = 0.0                     # no JoinGroup before (backoff)
+        self._joining_topics: set[str] = set()
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._last_poll = time.monotonic()       # the application's last poll
@@ -99,21 +124,6 @@ class GroupCoordinator(GroupMember):
         """How long a JoinGroup/SyncGroup answer may take: the coordinator holds it
         until the rebalance ends (up to the rebalance timeout)."""
         return max(self.cluster.request_timeout, self.config["max_poll_interval_ms"] / 1000 + 5)
-
-    def _check_rebalance(self, code: int, what: str) -> None:
-        """The error of a JoinGroup/SyncGroup answer: a stale member id or generation
-        (forgotten) or a rebalance under way joins again (``_Rejoin``); any other
-        error is raised."""
-        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
-            # as Java: a stale generation keeps the member id (still valid),
-            # an unknown member asks for a new one
-            self._reset_generation(reset_member_id=code == UNKNOWN_MEMBER_ID)
-            raise _Rejoin()
-        if code == REBALANCE_IN_PROGRESS:
-            raise _Rejoin()
-        cls = error_for_code(code)
-        if cls is not None:
-            raise cls(f"{what} failed", group=self.group_id)
 
     # ------------------------------------------------------------------ membership
 
@@ -157,20 +167,49 @@ class GroupCoordinator(GroupMember):
         self._last_poll = time.monotonic()
 
     def poll(self) -> None:
+        """Every duty of :meth:`poll_within`, waiting until this member is in the
+        group (a rebalance done)."""
+        with SelectorDriver() as driver:
+            self.poll_within(None)
+            while self._subscribed and self.rebalancing:
+                ex = self._exchange
+                limit = self._retry_at if ex is None else ex.sent + self._rebalance_wait()
+                self.poll_within(None, driver.wait(self.waiting_on(), limit))
+
+    def poll_within(self, deadline: float | None,
+                    ready: Sequence[BrokerConnection] = ()) -> None:
         """Called by every poll of the consumer: counts as the application's poll
         for ``max_poll_interval_ms``, then rejoins when the group asks for it (or
-        the subscribed topics' partitions changed, or this member left)."""
+        the subscribed topics' partitions changed, or this member left).
+
+        A rebalance is an exchange (JoinGroup, then SyncGroup) that the
+        coordinator may hold for as long as the other members take to rejoin.
+        This moves it on without waiting for an answer, taking those of the
+        ``ready`` connections (of :meth:`waiting_on`, found readable by the
+        consumer's driver before ``deadline``); the exchange goes on at the next
+        call, as Java's ``joinFuture`` does across polls."""
         if not self._subscribed:
             return
         self.record_poll()
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise failure
-        if self._joined and not self._needs_join and self.cluster.needs_refresh:
+        if self._exchange is None and self._joined and not self._needs_join \
+                and self.cluster.needs_refresh:
             self._check_metadata_change()
-        if not self._needs_join and self._joined:
-            return
-        self._rebalance()
+        self._advance(ready)
+
+    @property
+    def rebalancing(self) -> bool:
+        """A rebalance is due or under way (this member is not in a stable generation)."""
+        return self._exchange is not None or self._needs_join or not self._joined
+
+    def waiting_on(self) -> list[BrokerConnection]:
+        """The connection whose JoinGroup/SyncGroup answer this member waits for
+        (none between rebalances): the consumer's poll waits on it beside its
+        Fetches."""
+        ex = self._exchange
+        return [ex.conn] if ex is not None and ex.conn.connected else []
 
     def _check_metadata_change(self) -> None:
         try:
@@ -183,104 +222,223 @@ class GroupCoordinator(GroupMember):
             log.info("group %s: subscribed partitions changed, rejoining", self.group_id)
             self._needs_join = True
 
-    def _rebalance(self) -> None:
-        revoked = self.subscription.assigned()
-        if self._joined and revoked:
+    # ------------------------------------------------------------------ the rebalance
+
+    def _advance(self, ready: Sequence[BrokerConnection]) -> None:
+        """Move the rebalance on as far as the answers at hand allow: send what is
+        due, take the answer of the exchange in flight if ``ready`` has it."""
+        while True:
+            ex = self._exchange
+            if ex is None:
+                if not self.rebalancing or time.monotonic() < self._retry_at:
+                    return
+                if not self._prepared:
+                    self._prepare()
+                self._send_join()
+                return
+            body = self._answer(ex, ready)
+            if body is None:
+                return
+            ready = ()
+            self._exchange = None
+            try:
+                if ex.kind == "join":
+                    self._joined_answer(body)
+                else:
+                    self._synced_answer(body)
+            except _Rejoin:
+                continue
+
+    def _prepare(self) -> None:
+        """Before joining (Java's ``onJoinPrepare``): commit with auto-commit; the
+        eager protocol revokes every partition, the cooperative one only those of
+        topics no longer subscribed (it keeps the rest through the rebalance and
+        reads them meanwhile). A member already out of its generation has lost
+        its partitions instead, whatever the protocol."""
+        owned = self.subscription.assigned()
+        if self._joined and owned:
             self.maybe_auto_commit(force=True)
-        if revoked and self.listener is not None:
+        keep: set[TopicPartition] = set()
+        if self._joined and self.protocol == COOPERATIVE:
+            topics = self._subscribed_topics()
+            keep = {tp for tp in owned if tp.topic in topics}
+        gone = owned - keep
+        if gone and self.listener is not None:
             # out of the generation already (left after max_poll_interval_ms,
             # expelled): the partitions are lost, not revoked (Java onJoinPrepare)
             lost = getattr(self.listener, "on_partitions_lost", None) \
                 if not self._joined else None
-            (lost or self.listener.on_partitions_revoked)(revoked)
-        self._set_assignment([])
-        with self._lock:           # no heartbeat from here until the new generation
-            self._joined = False
-        while True:
-            try:
-                assigned = self._join_and_sync()
-                break
-            except _Rejoin:
-                continue
-        with self._lock:
-            self._joined = True
-            self._needs_join = False            # as Java: on SyncGroup success
-            self._last_poll = time.monotonic()   # Java resets the poll timer on joining
-        self._set_assignment(sorted(assigned))
-        self._start_heartbeat()
-        if self.listener is not None:
-            self.listener.on_partitions_assigned(set(assigned))
+            (lost or self.listener.on_partitions_revoked)(gone)
+        if gone:
+            self._set_assignment(sorted(keep))
+        if self.protocol != COOPERATIVE:
+            with self._lock:        # no heartbeat from here until the new generation
+                self._joined = False
+        self._prepared = True
 
     def _set_assignment(self, tps: list[TopicPartition]) -> None:
         self.subscription.assign(tps)
         self.cluster.add_topics({tp.topic for tp in tps})
 
-    def _join_and_sync(self) -> list[TopicPartition]:
+    def _join_connection(self) -> BrokerConnection:
+        """The connection JoinGroup and SyncGroup go on: the coordinator's, but not
+        the one heartbeats and commits use (the coordinator may hold a JoinGroup
+        answer for as long as the rebalance takes)."""
+        conn = self._join_conn
+        if conn is None or not conn.connected:
+            with self._lock:
+                address = self._coordinator().address
+            conn = self._join_conn = self.cluster.new_connection(address)
+            conn.connect()
+        return conn
+
+    def _send(self, kind: str, api_key: int, fields: dict[str, Any]) -> None:
+        """Send a JoinGroup or SyncGroup; a coordinator out of reach is tried again
+        after ``retry_backoff_ms`` (by a later poll)."""
+        try:
+            conn = self._join_connection()
+            request = conn.send(api_key, fields)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            log.debug("group %s: %s not sent: %s", self.group_id, kind, exc)
+            self._lost_coordinator()
+            return
+        self._exchange = _Exchange(kind, conn, request, time.monotonic())
+
+    def _answer(self, ex: _Exchange, ready: Sequence[BrokerConnection]
+                ) -> dict[str, Any] | None:
+        """The body of the answer to ``ex`` if it is here; None (the exchange stays
+        in flight, or was dropped to be sent again) otherwise."""
+        limit = ex.sent + self._rebalance_wait()
+        if ex.conn.buffered or any(c is ex.conn for c in ready):
+            try:
+                for resp in ex.conn.receive(limit):
+                    if resp.request is ex.request:
+                        if resp.error is not None:
+                            self._exchange = None
+                            raise resp.error
+                        body: dict[str, Any] = resp.body
+                        return body
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                log.debug("group %s: no %s answer: %s", self.group_id, ex.kind, exc)
+                self._lost_coordinator()
+            return None
+        if time.monotonic() > limit:
+            log.debug("group %s: no %s answer in %.0f s", self.group_id, ex.kind,
+                      self._rebalance_wait())
+            self._lost_coordinator()
+        return None
+
+    def _lost_coordinator(self) -> None:
+        """The exchange's connection failed or the coordinator moved: find it again
+        and send the JoinGroup again after ``retry_backoff_ms``."""
+        self._exchange = None
+        if self._join_conn is not None:
+            self._join_conn.close()
+            self._join_conn = None
+        self._drop_coordinator()
+        self._retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
+
+    def _send_join(self) -> None:
         topics = self._subscribed_topics()
         self.cluster.wait_for_topics(topics, self.cluster.request_timeout) if topics else None
-        # The eager protocol (the only one kproto's assignors speak) revoked
-        # everything before this join, so owned_partitions is empty, as Java sends
-        # it; what the member owned reaches the assignor through its user data,
-        # built from the last assignment received (Java's StickyAssignor keeps it
-        # from onAssignment), with the generation it was received in.
-        owned: dict[str, list[int]] = {}
-        for tp in self.subscription.assignment:
-            owned.setdefault(tp.topic, []).append(tp.partition)
+        self._joining_topics = topics
+        # The eager protocol revoked everything before this join, so owned_partitions
+        # is empty, as Java sends it; what the member owned reaches the eager
+        # sticky assignor through its user data, built from the last assignment
+        # received (Java's StickyAssignor keeps it from onAssignment), with the
+        # generation it was received in. A cooperative member still owns its
+        # partitions: they are its owned_partitions.
+        owned = owned_by_topic(self.subscription.assignment)
         protocols = []
         for a in self.assignors:
             user_data = a.subscription_user_data(topics, self._owned, self._owned_generation)
             protocols.append({"name": a.name, "metadata": protocol.encode_subscription({
                 "topics": sorted(topics), "user_data": user_data,
-                "owned_partitions": [{"topic": t, "partitions": sorted(ps)}
+                "owned_partitions": [{"topic": t, "partitions": ps}
                                      for t, ps in sorted(owned.items())],
                 "generation_id": self.generation, "rack_id": self.config["client_rack"]})})
+        self._send("join", ApiKey.JOIN_GROUP, {
+            "group_id": self.group_id,
+            "session_timeout_ms": self.config["session_timeout_ms"],
+            "rebalance_timeout_ms": self.config["max_poll_interval_ms"],
+            "member_id": self.member_id, "group_instance_id": self.instance_id,
+            "protocol_type": "consumer", "protocols": protocols, "reason": None})
 
-        def join() -> dict[str, Any]:
-            body = self._request(ApiKey.JOIN_GROUP, {
-                "group_id": self.group_id,
-                "session_timeout_ms": self.config["session_timeout_ms"],
-                "rebalance_timeout_ms": self.config["max_poll_interval_ms"],
-                "member_id": self.member_id, "group_instance_id": self.instance_id,
-                "protocol_type": "consumer", "protocols": protocols, "reason": None},
-                timeout=self._rebalance_wait())
-            code = body["error_code"]
-            if code == MEMBER_ID_REQUIRED:
-                self.member_id = body["member_id"]
-                raise _Rejoin()
-            self._check_rebalance(code, "JoinGroup")
-            return body
+    def _rebalance_error(self, code: int, what: str) -> None:
+        """The error of a JoinGroup/SyncGroup answer: the coordinator moved (found
+        again), a stale member id or generation (forgotten) or a rebalance under
+        way joins again (``_Rejoin``); any other error is raised."""
+        if code in _COORDINATOR_GONE or code == COORDINATOR_LOAD_IN_PROGRESS:
+            self._lost_coordinator()
+            raise _Rejoin()
+        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+            # as Java: a stale generation keeps the member id (still valid),
+            # an unknown member asks for a new one; what it owned is lost
+            self._reset_generation(reset_member_id=code == UNKNOWN_MEMBER_ID)
+            self._prepared = False
+            raise _Rejoin()
+        if code == REBALANCE_IN_PROGRESS:
+            raise _Rejoin()
+        cls = error_for_code(code)
+        if cls is not None:
+            raise cls(f"{what} failed", group=self.group_id)
 
-        joined = self._retry(join, "JoinGroup")
-        self.member_id = joined["member_id"]
-        self.generation = joined["generation_id"]
+    def _joined_answer(self, joined: dict[str, Any]) -> None:
+        """The JoinGroup answer: a member id to join with, or this generation's
+        members (to the leader, who assigns); then the SyncGroup."""
+        code = joined["error_code"]
+        if code == MEMBER_ID_REQUIRED:
+            self.member_id = joined["member_id"]
+            raise _Rejoin()
+        self._rebalance_error(code, "JoinGroup")
+        with self._lock:
+            self.member_id = joined["member_id"]
+            self.generation = joined["generation_id"]
         self.protocol_name = joined["protocol_name"]
         assignments = []
         if joined["leader"] == self.member_id:
             assignments = self._assign(joined)
+        self._send("sync", ApiKey.SYNC_GROUP, {
+            "group_id": self.group_id, "generation_id": self.generation,
+            "member_id": self.member_id, "group_instance_id": self.instance_id,
+            "protocol_type": "consumer", "protocol_name": self.protocol_name,
+            "assignments": assignments})
 
-        def sync() -> dict[str, Any]:
-            body = self._request(ApiKey.SYNC_GROUP, {
-                "group_id": self.group_id, "generation_id": self.generation,
-                "member_id": self.member_id, "group_instance_id": self.instance_id,
-                "protocol_type": "consumer", "protocol_name": self.protocol_name,
-                "assignments": assignments}, timeout=self._rebalance_wait())
-            self._check_rebalance(body["error_code"], "SyncGroup")
-            return body
-
-        synced = self._retry(sync, "SyncGroup")
+    def _synced_answer(self, synced: dict[str, Any]) -> None:
+        """The SyncGroup answer: this member's partitions in the new generation
+        (Java's ``onJoinComplete``). Eager: all of them are new. Cooperative: the
+        ones it kept are read on, those taken away are revoked (listener first)
+        and the member rejoins at once, so that the follow-up rebalance can give
+        them to their new owners; the listener is told only what was added."""
+        self._rebalance_error(synced["error_code"], "SyncGroup")
         raw = synced["assignment"]
         decoded = protocol.decode_assignment(raw) if raw else {"assigned_partitions": []}
-        mine = [TopicPartition(a["topic"], p) for a in decoded["assigned_partitions"] or []
-                for p in a["partitions"] or []]
-        self._owned = {}
-        for tp in mine:
-            self._owned.setdefault(tp.topic, []).append(tp.partition)
+        mine = {TopicPartition(a["topic"], p) for a in decoded["assigned_partitions"] or []
+                for p in a["partitions"] or []}
+        self._owned = owned_by_topic(mine)
         self._owned_generation = self.generation
         meta = self.cluster.metadata
-        self._assigned_snapshot = {t: len(meta.partitions(t)) for t in topics}
+        self._assigned_snapshot = {t: len(meta.partitions(t)) for t in self._joining_topics}
         log.info("group %s generation %d: member %s got %d partitions", self.group_id,
                  self.generation, self.member_id, len(mine))
-        return mine
+        owned = self.subscription.assigned()
+        revoked = owned - mine
+        with self._lock:
+            self._joined = True
+            self._needs_join = bool(revoked)     # as Java: cleared on SyncGroup success
+            self._last_poll = time.monotonic()   # Java resets the poll timer on joining
+        self._prepared = False
+        if revoked:
+            # (cooperative only: an eager member owns nothing by now)
+            self.maybe_auto_commit(force=True)
+            if self.listener is not None:
+                self.listener.on_partitions_revoked(revoked)
+            log.info("group %s: %d partitions revoked, rejoining", self.group_id,
+                     len(revoked))
+        self._set_assignment(sorted(mine))
+        self._start_heartbeat()
+        if self.listener is not None:
+            self.listener.on_partitions_assigned(mine - owned)
 
     def _assign(self, joined: dict[str, Any]) -> list[dict[str, Any]]:
         """As the leader: decode every member's subscription and assign partitions."""
@@ -348,8 +506,10 @@ class GroupCoordinator(GroupMember):
                 return
             with self._lock:
                 now = time.monotonic()
-                if not self._joined or self._stop.is_set():
-                    continue
+                ex = self._exchange
+                if not self._joined or self._stop.is_set() or (ex is not None
+                                                               and ex.kind == "join"):
+                    continue     # (as Java: none while a JoinGroup is in flight)
                 if now - self._last_poll > max_poll:
                     log.warning(
                         "group %s: consumer poll timeout has expired (no poll for %.1f s, "
@@ -445,4 +605,8 @@ class GroupCoordinator(GroupMember):
 
     def _leave(self) -> None:
         self._stop_heartbeat()
+        self._exchange = None
+        if self._join_conn is not None:
+            self._join_conn.close()
+            self._join_conn = None
         self._leave_group("the consumer is being closed")

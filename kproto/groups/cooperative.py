@@ -70,13 +70,13 @@ def withheld(members: Iterable[MemberSubscription], result: GroupAssignment
     ``validateCooperativeAssignment`` refuses exactly these)."""
     owners: dict[tuple[str, int], set[str]] = {}
     for m in members:
-        for topic, partitions in m.owned_partitions.items():
-            for p in partitions:
+        for topic, claimed in m.owned_partitions.items():
+            for p in claimed:
                 owners.setdefault((topic, p), set()).add(m.member_id)
     out = set()
     for member_id, by_topic in result.items():
-        for topic, partitions in by_topic.items():
-            for p in partitions:
+        for topic, assigned in by_topic.items():
+            for p in assigned:
                 claims = owners.get((topic, p), set())
                 if claims and member_id not in claims:
                     out.add((topic, p))

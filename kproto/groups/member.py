@@ -20,7 +20,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import (
@@ -97,7 +97,21 @@ class GroupMember:
         raise NotImplementedError
 
     def poll(self) -> None:
-        """Called by every poll of the consumer: the membership's duties."""
+        """The membership's duties, waiting for what they wait for (a rebalance)."""
+
+    def poll_within(self, deadline: float | None,
+                    ready: Sequence[BrokerConnection] = ()) -> None:
+        """Called by every poll of the consumer: the membership's duties, without
+        waiting for an answer (``deadline``: when the consumer's poll ends). A
+        member that waits for answers lists their connections in
+        :meth:`waiting_on`; the consumer's driver waits on them beside its Fetches
+        and passes those with answers as ``ready`` to the next call. The default
+        is :meth:`poll` (for duties that never wait long)."""
+        self.poll()
+
+    def waiting_on(self) -> list[BrokerConnection]:
+        """The connections with an answer this member waits for (none by default)."""
+        return []
 
     def record_poll(self) -> None:
         """The application polled now (``max_poll_interval_ms``)."""

@@ -1,0 +1,246 @@
+"""Classic-protocol rebalances as Java's consumer runs them, against real brokers.
+
+- ``poll(timeout)`` returns within its timeout while the coordinator holds a
+  rebalance: the JoinGroup/SyncGroup exchange goes on across polls (Java's
+  ``joinFuture``), and the member joins once the others have rejoined.
+- Cooperative rebalancing (KIP-429, ``cooperative-sticky``): a member joining
+  costs the others only the partitions it takes; they read the partitions they
+  keep during the rebalance, revoke just what they lose and rejoin at once;
+  every record is read exactly once.
+- Static membership (KIP-345): a member with a ``group_instance_id`` closed
+  without LeaveGroup and restarted within the session timeout gets its
+  partitions back, and the other members see no rebalance.
+
+On Tansu and noida-db (tests/brokers.py: the mock cannot host kproto's groups).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from kproto import Consumer, Producer, TopicPartition
+
+from .test_group_semantics import Events, fast
+from .test_groups import Member, _wait
+
+pytestmark = [pytest.mark.broker, pytest.mark.brokers(needs=("groups",))]
+
+
+def _all(topic: str, n: int) -> set[TopicPartition]:
+    return {TopicPartition(topic, p) for p in range(n)}
+
+
+def _poll_until(consumers: list[Consumer], predicate, timeout: float, what: str) -> None:
+    """Poll each of ``consumers`` in turn (100 ms each) until ``predicate()``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        for c in consumers:
+            c.poll_batch(100)
+
+
+def test_poll_returns_within_its_timeout_while_the_rebalance_is_held(broker, unique_topic):
+    """A owns the topic and is busy (no poll; its heartbeats go on). B joins: the
+    coordinator holds B's JoinGroup until A rejoins, yet each of B's
+    poll(200 ms) returns within its timeout; once A polls, both are in."""
+    broker.create_topic(unique_topic, 4)
+    settings = {**fast(broker), "max_poll_interval_ms": 60000}
+    group = f"g-{unique_topic}"
+    a = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
+    b = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
+    try:
+        a.subscribe([unique_topic])
+        _poll_until([a], lambda: a.assignment() == _all(unique_topic, 4), 30, "A owning all")
+        b.subscribe([unique_topic])
+        took = []
+        while not a._group._needs_join:          # B's JoinGroup started the rebalance
+            start = time.monotonic()
+            b.poll_batch(200)
+            took.append(time.monotonic() - start)
+            assert len(took) < 100, "A's heartbeat never saw the rebalance"
+        for _ in range(8):                       # ... which waits for A meanwhile
+            start = time.monotonic()
+            assert b.poll_batch(200).num_rows == 0
+            took.append(time.monotonic() - start)
+        assert b.assignment() == set() and b._group.rebalancing
+        assert max(took) < 0.2 + 0.25, took
+        _poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 60,
+                    "a 2/2 split")
+        assert a.assignment() | b.assignment() == _all(unique_topic, 4)
+    finally:
+        b.close()
+        a.close()
+
+
+class Feeder(threading.Thread):
+    """Produces ``per_round`` records to every partition every 20 ms until stopped:
+    records keep arriving during the rebalances."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, per_round: int = 20):
+        super().__init__(daemon=True)
+        self.producer = Producer(bootstrap_servers=bootstrap, linger_ms=5)
+        self.topic, self.partitions, self.per_round = topic, partitions, per_round
+        self.stop = threading.Event()
+        self.sent = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            n = 0
+            while not self.stop.wait(0.02):
+                for part in range(self.partitions):
+                    values = [f"{part}-{n + i}".encode() for i in range(self.per_round)]
+                    self.producer.send_batch(self.topic, pa.table({"value": values}),
+                                             partition=part)
+                    self.sent += self.per_round
+                n += self.per_round
+            self.producer.flush()
+        except BaseException as exc:    # surfaced by the test
+            self.error = exc
+        finally:
+            self.producer.close()
+
+
+class Timed(Member):
+    """A Member that notes when it read what: ``(time, partition, offset)``."""
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                batch = self.consumer.poll_batch(100)
+                now = time.monotonic()
+                self.timed += [(now, p, o) for p, o in zip(
+                    batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
+                    strict=True)]
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+        finally:
+            self.consumer.close()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.timed: list[tuple[float, int, int]] = []
+
+    @property
+    def assignment(self) -> set[TopicPartition]:
+        """What it reads now (a cooperative listener hears only of what is added)."""
+        return self.consumer.assignment()
+
+
+def join_during_traffic(broker, topic: str, strategy: str) -> dict:
+    """Two members read a 6-partition topic fed continuously; a third joins. The
+    records the first two read between the third's subscribe and its first
+    partitions, and every record read (checked exactly once)."""
+    broker.create_topic(topic, 6)
+    settings = {**fast(broker), "partition_assignment_strategy": [strategy],
+                "max_poll_interval_ms": 60000, "auto_commit_interval_ms": 200}
+    group = f"g-{topic}"
+    feeder = Feeder(broker.bootstrap, topic, 6)
+    members = [Timed(broker.bootstrap, group, topic, **settings) for _ in range(2)]
+    third = None
+    try:
+        feeder.start()
+        for m in members:
+            m.start()
+        _wait(lambda: sorted(len(m.assignment) for m in members) == [3, 3], 60, "a 3/3 split")
+        _wait(lambda: all(m.timed for m in members), 30, "records flowing")
+        before = [m.assignment for m in members]
+        joined_at = time.monotonic()
+        third = Timed(broker.bootstrap, group, topic, **settings)
+        third.start()
+        _wait(lambda: third.assignment, 60, "the third member's partitions")
+        assigned_at = time.monotonic()
+        _wait(lambda: sorted(len(m.assignment) for m in members + [third]) == [2, 2, 2], 60,
+              "a 2/2/2 split")
+        during = [(p, o) for m in members for t, p, o in m.timed if joined_at <= t <= assigned_at]
+        feeder.stop.set()
+        feeder.join(30)
+        assert feeder.error is None, feeder.error
+        everyone = members + [third]
+        _wait(lambda: sum(len(m.timed) for m in everyone) >= feeder.sent, 60, "every record")
+        time.sleep(0.3)       # (anything read twice would show up by now)
+    finally:
+        feeder.stop.set()
+        for m in members + ([third] if third else []):
+            m.stop.set()
+        for m in members + ([third] if third else []):
+            m.join(30)
+    for m in members + [third]:
+        assert m.error is None, m.error
+    counts = Counter((p, o) for m in members + [third] for _, p, o in m.timed)
+    return {"sent": feeder.sent, "read": counts, "during": during, "before": before,
+            "after": [m.assignment for m in members], "events": [m.events for m in members],
+            "rebalance_s": assigned_at - joined_at}
+
+
+@pytest.mark.brokers("tansu", "mock", reason="noida-db answers the OffsetCommit of a member of "
+                     "the current generation during a rebalance with ILLEGAL_GENERATION (Kafka "
+                     "accepts it until the rebalance completes): the members lose their "
+                     "partitions, as in an eager rebalance: docs/brokers.md")
+def test_cooperative_members_read_the_partitions_they_keep_during_a_join(broker, unique_topic):
+    """cooperative-sticky: while the third member joins, the first two read on
+    (records of partitions they keep arrive in the rebalance), revoke only the
+    partition each gives up (the listener hears of nothing else), and every
+    record is read exactly once."""
+    run = join_during_traffic(broker, unique_topic, "cooperative-sticky")
+    assert len(run["read"]) == run["sent"] and max(run["read"].values()) == 1
+    kept = set().union(*(b & a for b, a in zip(run["before"], run["after"], strict=True)))
+    assert len(kept) == 4
+    assert {p for p, _ in run["during"]} & {tp.partition for tp in kept}, \
+        f"nothing read during the {run['rebalance_s']:.2f} s rebalance"
+    for events, before, after in zip(run["events"], run["before"], run["after"], strict=True):
+        revoked = [tps for kind, tps in events if kind == "revoked"]
+        assert revoked == [before - after], events          # only what it gave up
+        assert after <= before                               # nothing new: sticky
+
+
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
+def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
+        broker, unique_topic, strategy):
+    """B (group_instance_id "b") is closed - no LeaveGroup, as Java for a static
+    member - and restarted within the session timeout: it gets the same
+    partitions, and A sees no rebalance (no listener call, same generation)."""
+    broker.create_topic(unique_topic, 4)
+    settings = {**fast(broker, 10000), "partition_assignment_strategy": [strategy],
+                "max_poll_interval_ms": 60000}
+    group = f"g-{unique_topic}"
+    a_events, b_events = Events(), Events()
+    a = Consumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                 group_instance_id="a", **settings)
+    b = Consumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                 group_instance_id="b", **settings)
+    b2 = None
+    try:
+        a.subscribe([unique_topic], listener=a_events)
+        b.subscribe([unique_topic], listener=b_events)
+        _poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 60,
+                    "a 2/2 split")
+        _poll_until([a, b], lambda: not a._group.rebalancing and not b._group.rebalancing, 30,
+                    "a stable group")
+        generation, a_before, b_before = a._group.generation, a.assignment(), b.assignment()
+        a_seen = list(a_events.events)
+        b.close()
+        b2 = Consumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                      group_instance_id="b", **settings)
+        b2_events = Events()
+        b2.subscribe([unique_topic], listener=b2_events)
+        _poll_until([b2], lambda: b2.assignment(), 30, "B's restart to join")
+        assert b2.assignment() == b_before
+        # A polls on for a few heartbeats: the group does not rebalance
+        end = time.monotonic() + 3 * settings["heartbeat_interval_ms"] / 1000 + 1
+        while time.monotonic() < end:
+            a.poll_batch(100)
+            b2.poll_batch(100)
+        assert a_events.events == a_seen, a_events.events
+        assert a._group.generation == generation and a.assignment() == a_before
+        assert b2_events.events == [("assigned", b_before)]
+    finally:
+        if b2 is not None:
+            b2.close()
+        a.close()
