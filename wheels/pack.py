@@ -22,9 +22,16 @@ x86_64 machine: the venv is made by this machine's CPython X.Y, the packages
 and ``--python-prefix`` (default ``/usr``: ``env/bin/python`` ->
 ``/usr/bin/pythonX.Y``, as Debian, Ubuntu and Amazon Linux put it) says where the
 executors' CPython X.Y is. The check runs the unpacked archive under qemu-user with
-Debian's arm64 CPython standing at that prefix (wheels/qemu.py; 3.11 and 3.13 only;
-for 3.10 and 3.12 the check is skipped and says so). Console scripts (the
+Debian's arm64 CPython standing at that prefix (wheels/qemu.py; 3.11, 3.13, 3.14 and
+3.15; for 3.10 and 3.12 the check is skipped and says so). Console scripts (the
 ``kproto`` command) are left out of an aarch64 pack: ``python -m kproto.cli``.
+
+``--python 3.14`` and ``--python 3.15`` (either platform) take the interpreter from
+Debian sid (wheels/debian.py's chroot): the venv is made by sid's CPython in the
+chroot and filled as for aarch64 (``pip install --target --platform ...
+--python-version X.Y``, by this machine's own tools), ``--python-prefix`` defaults
+to ``/usr``, and the x86_64 check runs the unpacked archive in the chroot, where
+``/usr/bin/pythonX.Y`` is sid's. pandas 2 has no cp315 wheels: 3.15 packs pandas 3.
 
 pyspark is not packed: Spark puts its own ``pyspark.zip`` and py4j on the
 workers' ``PYTHONPATH``. Ship it with::
@@ -60,6 +67,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import debian  # noqa: E402
 import qemu  # noqa: E402
 
 from build import DIST, PLATFORMS, build_venv, find_python, native_platform, run  # noqa: E402
@@ -104,10 +112,17 @@ def unpack(archive: Path, dest: Path) -> None:
             tar.extractall(dest)
 
 
-def install(tools: Path, env: Path, version: str, plat: str, requirements: list[str]) -> None:
-    """Wheels only into the venv ``env``; for another platform, its wheels (pip --target)."""
+def pandas_requirement(version: str) -> str:
+    """The pandas Spark's Arrow path imports: 2.x, or 3.x where pandas 2 has no wheels (3.15+)."""
+    return "pandas>=2,<3" if int(version.split(".")[1]) < 15 else "pandas>=3,<4"
+
+
+def install(tools: Path, env: Path, version: str, plat: str, requirements: list[str],
+            foreign: bool) -> None:
+    """Wheels only into the venv ``env``; for another platform or a Python this
+    machine cannot run (``foreign``), wheels for it (pip --target)."""
     pip = [tools / "bin" / "python", "-m", "pip"]
-    if plat == native_platform():
+    if not foreign:
         run(*pip, "--python", env / "bin" / "python", "install", "-q", "--only-binary=:all:",
             *requirements)
         return
@@ -154,6 +169,10 @@ def check(archive: Path, version: str, plat: str, prefix: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="kproto-env-") as tmp:
         unpack(archive, Path(tmp))
         python = Path(tmp) / "bin" / "python"
+        if plat == native_platform() and version in debian.VERSIONS:
+            # the archive's bin/python -> <prefix>/bin/pythonX.Y: sid's, in the chroot
+            run(*debian.run_command(python, "-c", CHECK), cwd=tmp)
+            return
         if plat == native_platform():
             run(python, "-c", CHECK, cwd=tmp)
             return
@@ -191,17 +210,21 @@ def main(argv: list[str]) -> int:
     python = Path(sys.executable) if args.python is None else find_python(version)
     if python is None:
         sys.exit(f"no CPython {version} found (pythonX.Y on PATH or ~/.pyenv/versions)")
-    prefix = args.python_prefix or (None if plat == native_platform() else "/usr")
+    # sid's CPython runs in its chroot only: packed as for another machine
+    foreign = plat != native_platform() or version in debian.VERSIONS
+    prefix = args.python_prefix or ("/usr" if foreign else None)
     output = args.output or DIST / ("kproto-env.tar.gz" if (args.python, args.platform) ==
                                     (None, None) else f"kproto-env-{version}-{plat}.tar.gz")
     wheel = (args.wheel or find_wheel(version, plat)).resolve()
-    tools = build_venv(python, version, extra=PACK_TOOLS)
+    tools = (build_venv(sys.executable, "{}.{}".format(*sys.version_info[:2]), extra=PACK_TOOLS)
+             if version in debian.VERSIONS else build_venv(python, version, extra=PACK_TOOLS))
     work = Path(tempfile.mkdtemp(prefix="kproto-pack-"))
     try:
         env = work / "env"
         run(python, "-m", "venv", "--without-pip", "--symlinks", env)
-        requirements = [str(wheel)] + ([] if args.no_pandas else ["pandas>=2,<3"]) + args.extra
-        install(tools, env, version, plat, requirements)
+        requirements = ([str(wheel)] + ([] if args.no_pandas else [pandas_requirement(version)])
+                        + args.extra)
+        install(tools, env, version, plat, requirements, foreign)
         if prefix:
             point_at_base_python(env)
         output.parent.mkdir(parents=True, exist_ok=True)
