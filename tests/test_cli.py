@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -428,3 +429,31 @@ def test_transactions_list_describe_and_producers(broker, unique_topic, capsys):
     assert code == 1 and "'Bogus'" in err       # not an empty list: no such state
     code, _, err = run(capsys, "-b", broker.bootstrap, "transactions", "producers", "nope-x")
     assert code == 1 and "topic 'nope-x' does not exist" in err
+
+
+def test_groups_describe_shows_a_kip848_group(tansu, capsys, monkeypatch):
+    """The type, epochs and target assignments of a KIP-848 consumer group. No test
+    broker can both host such a group and describe it (docs/broker-versions.md), so
+    Admin.describe_groups gives the description here; the rest (offsets) is Tansu's."""
+    from kproto.admin import Admin, ConsumerGroupDescription, ConsumerMemberDescription
+    from kproto.structs import TopicPartition
+
+    group = f"g848-{uuid.uuid4().hex[:8]}"
+    member = ConsumerMemberDescription(
+        "m-1", "client-a", "/127.0.0.1", None, None, 5, ("events",), None,
+        frozenset({TopicPartition("events", 0)}),
+        frozenset({TopicPartition("events", 0), TopicPartition("events", 1)}), "consumer")
+    desc = ConsumerGroupDescription(group, "Reconciling", 5, 5, "uniform", [member])
+    monkeypatch.setattr(Admin, "describe_groups", lambda self, ids: [desc])
+    code, out, _ = run(capsys, "-b", tansu.bootstrap, "groups", "describe", group)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == f"group {group}: consumer, Reconciling, assignor uniform, epoch 5, " \
+                       "1 members"
+    assert lines[1].split() == ["member", "client", "host", "epoch", "assignment", "target"]
+    assert [line.split() for line in lines[2:] if line.startswith("m-1")] == [
+        ["m-1", "client-a", "/127.0.0.1", "5", "events[0]", "events[0]", "events[1]"]]
+    code, out, _ = run(capsys, "-b", tansu.bootstrap, "--json", "groups", "describe", group)
+    [got] = json.loads(out)
+    assert (got["type"], got["epoch"], got["members"][0]["target"]) == \
+        ("consumer", 5, ["events[0]", "events[1]"])
