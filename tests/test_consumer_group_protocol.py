@@ -193,3 +193,160 @@ def test_regex_subscription_is_resolved_by_the_broker(mock: MockCluster) -> None
         poll_until([c], lambda: len(c.assignment()) == 2)
     finally:
         c.close()
+
+
+# ------------------------------------------------------------------ interop
+
+
+class Tally:
+    """Records a member consumed, counted once the member committed past them while
+    still owning their partition (what a committed generation consumed)."""
+
+    def __init__(self, committed: list[tuple[int, int]]) -> None:
+        self.committed = committed
+        self.pending: dict[int, list[int]] = {}
+
+    def got(self, partition: int, offset: int) -> None:
+        self.pending.setdefault(partition, []).append(offset)
+
+    def drop(self, partitions: set[int]) -> None:            # revoked or lost
+        for p in partitions:
+            self.pending.pop(p, None)
+
+    def committed_for(self, partitions: set[int]) -> None:
+        for p, offsets in self.pending.items():
+            if p in partitions:
+                self.committed.extend((p, o) for o in offsets)
+        self.pending = {}
+
+
+class KprotoMember:
+    def __init__(self, mock: MockCluster, group: str, topic: str, tally: Tally) -> None:
+        self.tally = tally
+        self.c = member(mock, group, enable_auto_commit=False)
+        outer = self
+
+        class L:
+            def on_partitions_revoked(self, tps: set[TopicPartition]) -> None:
+                outer.tally.drop({tp.partition for tp in tps})
+
+            def on_partitions_assigned(self, tps: set[TopicPartition]) -> None:
+                pass
+
+            on_partitions_lost = on_partitions_revoked
+
+        self.c.subscribe([topic], listener=L())
+
+    def step(self) -> None:
+        for r in self.c.poll(50):
+            self.tally.got(r.partition, r.offset)
+        owned = {tp.partition for tp in self.c.assignment()}
+        try:
+            self.c.commit()
+        except CommitFailedError:
+            return
+        self.tally.committed_for(owned)
+
+    def crash(self) -> None:
+        """No leave: the heartbeats stop, the connections close, the session expires."""
+        group, self.c._group = self.c._group, None
+        group._stop_heartbeat()
+        group._drop_coordinator()
+        self.c.close()
+
+
+class ConfluentMember:
+    def __init__(self, mock: MockCluster, group: str, topic: str, tally: Tally) -> None:
+        from confluent_kafka import Consumer as CKConsumer
+
+        self.tally = tally
+        self.c = CKConsumer({"bootstrap.servers": mock.bootstrap, "group.id": group,
+                             "group.protocol": "consumer", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest"})
+        self.c.subscribe([topic], on_revoke=self._gone, on_lost=self._gone)
+
+    def _gone(self, consumer, tps) -> None:
+        self.tally.drop({tp.partition for tp in tps})
+
+    def step(self) -> None:
+        from confluent_kafka import KafkaException
+
+        for m in self.c.consume(num_messages=500, timeout=0.05):
+            if m.error() is None:
+                self.tally.got(m.partition(), m.offset())
+        owned = {tp.partition for tp in self.c.assignment()}
+        try:
+            self.c.commit(asynchronous=False)
+        except KafkaException:
+            return                              # nothing to commit, or refused
+        self.tally.committed_for(owned)
+
+    def close(self) -> None:
+        self.c.close()
+
+
+def test_interop_with_confluent_kafka_members_exactly_once_per_committed_generation(
+        mock: MockCluster) -> None:
+    """kproto and confluent-kafka KIP-848 members share a group on the mock while
+    records flow: members join, leave, one crashes (no leave; its session expires)
+    and members come back. Every record is consumed and committed exactly once by
+    the members that owned its partition."""
+    pytest.importorskip("confluent_kafka")
+    partitions, per_phase = 6, 120
+    topic = topic_with(mock, partitions, 0)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    committed: list[tuple[int, int]] = []
+    producer = Producer(bootstrap_servers=mock.bootstrap)
+    sent = 0
+
+    def produce() -> None:
+        nonlocal sent
+        for i in range(per_phase):
+            producer.send(topic, value=b"%d" % (sent + i), partition=(sent + i) % partitions)
+        producer.flush()
+        sent += per_phase
+
+    def run(members: list, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for m in members:
+                m.step()
+
+    a = KprotoMember(mock, group, topic, Tally(committed))
+    b = ConfluentMember(mock, group, topic, Tally(committed))
+    live: list = [a, b]
+    try:
+        produce()
+        run(live, 2.0)
+        c = KprotoMember(mock, group, topic, Tally(committed))     # a join
+        live.append(c)
+        produce()
+        run(live, 2.0)
+        live.remove(b)                                              # a leave
+        b.close()
+        produce()
+        run(live, 1.0)
+        live.remove(a)                                              # a crash
+        a.crash()
+        produce()
+        run(live, SESSION_MS / 1000 + 2.0)
+        a2 = KprotoMember(mock, group, topic, Tally(committed))    # they come back
+        b2 = ConfluentMember(mock, group, topic, Tally(committed))
+        live += [a2, b2]
+        produce()
+        deadline = time.monotonic() + 30
+        while len(set(committed)) < sent:
+            assert time.monotonic() < deadline, f"{len(set(committed))} of {sent} committed"
+            run(live, 0.2)
+        counts: dict[tuple[int, int], int] = {}
+        for key in committed:
+            counts[key] = counts.get(key, 0) + 1
+        twice = {k: n for k, n in counts.items() if n > 1}
+        assert not twice, f"consumed and committed more than once: {sorted(twice)[:10]}"
+        assert len(counts) == sent
+        owners = [m for m in live if isinstance(m, KprotoMember) and m.c.assignment()]
+        assert owners, "no kproto member owned partitions at the end"
+    finally:
+        for m in live:
+            m.c.close() if isinstance(m, KprotoMember) else m.close()
+        producer.close()
