@@ -14,7 +14,8 @@ KAFKA_3_9 = {0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9)
              18: (0, 4), 19: (0, 7), 20: (0, 6), 22: (0, 5), 36: (0, 2)}
 KAFKA_4_1 = {0: (0, 13), 1: (4, 18), 2: (1, 10), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6),
              11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1),
-             18: (0, 4), 19: (2, 7), 20: (1, 6), 22: (0, 5), 32: (1, 4), 36: (0, 2), 68: (0, 1)}
+             18: (0, 4), 19: (2, 7), 20: (1, 6), 22: (0, 5), 32: (1, 4), 36: (0, 2), 57: (0, 2),
+             68: (0, 1)}
 
 
 def test_our_ranges_cover_current_kafka() -> None:
@@ -32,7 +33,8 @@ def test_highest_common_version() -> None:
     chosen = protocol.negotiate(KAFKA_4_1)
     assert chosen[ApiKey.FETCH] == 18 and chosen[ApiKey.PRODUCE] == 13
     assert chosen[ApiKey.CONSUMER_GROUP_HEARTBEAT] == 1
-    assert 32 not in chosen  # an API kproto does not speak (DescribeConfigs) is left out
+    assert chosen[ApiKey.DESCRIBE_CONFIGS] == 4
+    assert 57 not in chosen  # an API kproto does not speak (UpdateFeatures) is left out
 
 
 def test_lower_client_maximum_wins() -> None:
