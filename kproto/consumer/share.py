@@ -378,7 +378,7 @@ class ShareConsumer:
         by_error: dict[int, tuple[BaseException | None, dict[TopicPartition, set[int]]]] = {}
         for r in new:
             _, offsets = by_error.setdefault(id(r.error), (r.error, {}))
-            offsets.setdefault(r.tp, set()).update(r.offsets)
+            offsets.setdefault(r.tp, set()).update(r.offsets.tolist())
         for error, offsets in by_error.values():
             self._callback(offsets, error)
 

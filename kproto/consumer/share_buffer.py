@@ -16,9 +16,11 @@ buffer: raised by the collect that finds it first, after the records before it.
 
 from __future__ import annotations
 
+import operator
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -47,6 +49,10 @@ class ShareRecord(NamedTuple):
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
     delivery_count: int
+
+
+#: ``ShareRecord`` of a 9-tuple without the Python-level ``__new__`` of a NamedTuple
+_share_record = partial(tuple.__new__, ShareRecord)
 
 
 @dataclass(eq=False)
@@ -114,7 +120,9 @@ class ShareCollected:
             breaks = np.flatnonzero(np.diff(rows) != 1) + 1
             for run in np.split(rows, breaks) if len(rows) else []:
                 _records(f.cols, int(run[0]), int(run[-1]) + 1, plain)
-            out.extend(ShareRecord(*r, c) for r, c in zip(plain, counts, strict=True))
+            assert len(plain) == len(counts)
+            # a Record and its count as one ShareRecord, all in C (half the cost per record)
+            out.extend(map(_share_record, map(operator.add, plain, zip(counts))))
         return out
 
 

@@ -64,11 +64,12 @@ FINAL_EPOCH = -1
 
 
 class AckResult(NamedTuple):
-    """Acknowledgements the broker answered: the offsets of a partition, and the
-    error that failed them (None: done)."""
+    """Acknowledgements the broker answered: the offsets of a partition (int64, as
+    sent: a set is made only for a commit callback), and the error that failed them
+    (None: done)."""
 
     tp: TopicPartition
-    offsets: frozenset[int]
+    offsets: np.ndarray
     error: BaseException | None
 
 
@@ -380,7 +381,7 @@ class ShareSessions:
     def _report(self, acks: Mapping[TopicPartition, np.ndarray],
                 error: BaseException | None) -> None:
         for tp, offsets in acks.items():
-            self.results.append(AckResult(tp, frozenset(offsets.tolist()), error))
+            self.results.append(AckResult(tp, offsets, error))
 
     # ------------------------------------------------------------------ connections
 
