@@ -123,3 +123,22 @@ def test_api_versions_error_answers_do_not_throttle() -> None:
     [resp] = conn.receive_data(frame, now=5.0)
     assert resp.body["error_code"] == 35
     assert conn.throttled_until == 0.0
+
+
+def test_whole_answers_in_a_read_are_not_copied() -> None:
+    """A raw body is a view of the bytes read (a 1 MB Fetch or ShareFetch answer
+    copied twice more cost as much as decoding it); answers split across reads, and
+    a caller's mutable buffer, are copied once; the bodies stay right either way."""
+    conn = Connection(versions=VERSIONS)
+    reqs = [conn.send(ApiKey.HEARTBEAT, {"group_id": "g"}, raw=True) for _ in range(3)]
+    bodies = [protocol.encode(ApiKey.HEARTBEAT, 4, "response", {"error_code": 25 + i})
+              for i in range(3)]
+    wire = [answer(r, {"error_code": 25 + i}) for i, r in enumerate(reqs)]
+    chunk = wire[0] + wire[1] + wire[2][:10]
+    first, second = conn.receive_data(chunk)
+    assert first.body.obj is chunk and second.body.obj is chunk      # views, no copy
+    assert bytes(first.body) == bodies[0] and bytes(second.body) == bodies[1]
+    mutable = bytearray(wire[2][10:])
+    [third] = conn.receive_data(mutable)
+    mutable[:] = b"\xff" * len(mutable)                               # the caller reuses it
+    assert bytes(third.body) == bodies[2] and conn.in_flight == 0

@@ -142,21 +142,40 @@ class Connection:
         """Feed bytes read from the socket; return the responses they complete."""
         if self._closed:
             raise KafkaConnectionError(f"connection is closed: {self._closed}")
-        self._inbox += data
+        # Bodies are views of one immutable buffer, copied at most once: a 1 MB Fetch
+        # answer copied twice more (and its pages faulted in) cost as much as decoding it.
+        if self._inbox:
+            self._inbox += data
+            if self._frame_size(self._inbox) > len(self._inbox):
+                return []                   # the first frame is not complete yet
+            data = bytes(self._inbox)
+            self._inbox.clear()
+        elif not isinstance(data, bytes):
+            data = bytes(data)              # (a caller's buffer may change after)
+        view = memoryview(data)
         out = []
-        while len(self._inbox) >= 4:
-            size = _SIZE.unpack_from(self._inbox)[0]
-            if size < 4 or size > self.max_response_bytes:
-                self._fail(f"response size {size} is outside 4..{self.max_response_bytes} "
-                           "bytes")
-            if len(self._inbox) < 4 + size:
+        pos = 0
+        while len(view) - pos >= 4:
+            end = pos + self._frame_size(view, pos)
+            if end > len(view):
                 break
-            payload = bytes(self._inbox[4:4 + size])
-            del self._inbox[:4 + size]
-            out.append(self._complete(payload, now))
+            out.append(self._complete(view[pos + 4:end], now))
+            pos = end
+        if pos < len(view):
+            self._inbox += view[pos:]
         return out
 
-    def _complete(self, payload: bytes, now: float) -> Response:
+    def _frame_size(self, buf: Any, pos: int = 0) -> int:
+        """Bytes of the frame at ``pos`` of ``buf`` with its size prefix (0 when its
+        size is not all there); ProtocolError for a size out of bounds."""
+        if len(buf) - pos < 4:
+            return 0
+        size = _SIZE.unpack_from(buf, pos)[0]
+        if size < 4 or size > self.max_response_bytes:
+            self._fail(f"response size {size} is outside 4..{self.max_response_bytes} bytes")
+        return 4 + size
+
+    def _complete(self, payload: memoryview, now: float) -> Response:
         cid = _SIZE.unpack_from(payload)[0]
         if not self._in_flight:
             self._fail(f"unexpected response (correlation id {cid}): nothing is in flight")
