@@ -199,6 +199,17 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _packages() -> list[str]:
+    """Every package of the source (each kproto/**/__init__.py) as its wheel path."""
+    if REF is None:
+        names = [str(p.relative_to(ROOT)) for p in (ROOT / "kproto").rglob("__init__.py")]
+    else:
+        names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", REF,
+                                "kproto/"], check=True, capture_output=True,
+                               text=True).stdout.split()
+    return sorted(n for n in names if n.endswith("/__init__.py"))
+
+
 def _extensions() -> list[str]:
     """Every extension module the source declares (one per kproto/*.pyx, as setup.py has)."""
     if REF is None:
@@ -261,6 +272,8 @@ def test_wheel_tags_and_contents(wheel_set, version_platform) -> None:
             glibc = sorted({int(v) for v in re.findall(rb"GLIBC_2\.(\d+)", elf)})
             assert glibc and glibc[-1] <= 17, (so, glibc)
             assert b"__isoc23_" not in elf, so
+        missing = [pkg for pkg in _packages() if pkg not in names]
+        assert not missing, f"packages left out of the wheel: {missing}"
         assert not [n for n in names if n.endswith(".c")], "generated C shipped"
         assert not [n for n in names if ".libs/" in n], "auditwheel grafted a library"
 
