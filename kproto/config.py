@@ -245,6 +245,17 @@ OPTIONS: dict[str, Option] = {o.name: o for o in [
         ("sasl_login_refresh_min_period_seconds", 60, _int, "no refresh sooner after a fetch"),
         ("sasl_login_refresh_buffer_seconds", 300, _int, "refresh at least this long before "
          "the token expires"),
+        # metrics (kproto/metrics.py; docs/client.md "Metrics")
+        ("metrics_enabled", True, _bool,
+         "record the client's metrics (off: metrics() is empty, nothing is recorded)"),
+        ("metrics_sample_window_ms", 30000, _int, "window of one metrics sample (Java's)"),
+        ("metrics_num_samples", 2, _int, "samples kept per windowed metric (Java's)"),
+        ("statistics_interval_ms", 0, _int,
+         "call stats_callback with a JSON snapshot this often (0: never; librdkafka's)"),
+        ("stats_callback", None, _any, "stats_callback(json_str) (librdkafka's stats_cb)"),
+        ("enable_metrics_push", True, _bool,
+         "KIP-714: push the metrics a broker asks for (needs kproto[telemetry] and a "
+         "broker with GetTelemetrySubscriptions/PushTelemetry)"),
     ),
     *_opts(_P,
         ("acks", -1, _acks, "0, 1 or 'all' (-1): replicas that must have a batch"),
@@ -358,6 +369,7 @@ ALIASES = {
     "max_in_flight": "max_in_flight_requests_per_connection",
     "message_timeout_ms": "delivery_timeout_ms",
     "retry_backoff_max_ms": "retry_backoff_max_ms",
+    "stats_cb": "stats_callback",
 }
 
 

@@ -37,10 +37,13 @@ from ..errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
+from ..metrics import MetricName
 from ..net.cluster import Cluster
 from ..net.driver import Driver, SelectorDriver, Steps, Wait
 from ..structs import EARLIEST, LATEST, OffsetAndTimestamp, SubscriptionState, TopicPartition, as_tp
+from ..telemetry import Instruments
 from .fetch_buffer import Collected, FetchBuffer
+from .fetch_metrics import FetchMetrics
 from .fetcher import list_offsets
 from .fetches import Fetches
 from .reader import EARLIEST_NAME, LATEST_NAME, Bound, bound_offset, iter_ranges, read_ranges
@@ -78,6 +81,16 @@ class Consumer:
         # the Fetches in flight, one per leader, answers into the buffer (fetches.py)
         self._fetches = Fetches(self._cluster, self.config, self._subs, self._buffer,
                                 self._reset, self._list_offsets)
+        # metrics(), stats_callback and KIP-714 pushes (kproto.metrics, kproto.telemetry)
+        self._fetch_metrics: FetchMetrics | None = None
+        self._instruments = Instruments(
+            self.config, "consumer", self._cluster,
+            resource={"group_id": self.config["group_id"],
+                      "group_instance_id": self.config["group_instance_id"]},
+            extra=lambda: self._fetch_metrics.statistics() if self._fetch_metrics else {})
+        if self._instruments.registry is not None:
+            self._fetch_metrics = FetchMetrics(self._instruments.registry)
+            self._fetches.metrics = self._buffer.metrics = self._fetch_metrics
 
     # ------------------------------------------------------------------ assignment
 
@@ -94,6 +107,8 @@ class Consumer:
         self._subs.assign(tps)
         keep = set(self._subs.assignment)
         self._buffer.discard(keep.__contains__)
+        if self._fetch_metrics is not None:
+            self._fetch_metrics.keep(keep)
         self._cluster.add_topics({tp.topic for tp in self._subs.assignment})
 
     def assignment(self) -> set[TopicPartition]:
@@ -360,6 +375,16 @@ class Consumer:
         return {tp: (found[a][tp] if a < 0 else a, found[b][tp] if b < 0 else b)
                 for tp, (a, b) in spans.items()}
 
+    def metrics(self) -> dict[MetricName, float]:
+        """The consumer's metrics now, ``{MetricName: value}`` as Java's
+        ``KafkaConsumer.metrics()`` (names and groups: docs/client.md "Metrics"):
+        fetch latency and rates, records and bytes consumed, ``records-lag`` per
+        partition and ``records-lag-max``, rebalances and commits, per-broker
+        requests. Empty with ``metrics_enabled=False``."""
+        if self._fetch_metrics is not None:
+            self._fetch_metrics.keep(self._subs.assignment)
+        return self._instruments.metrics()
+
     def close(self) -> None:
         """Leave the group (committing first with auto-commit) and close connections."""
         if self._closed:
@@ -368,6 +393,7 @@ class Consumer:
             if self._group is not None:
                 self._group.close()
         finally:
+            self._instruments.close()
             self._group = None
             self._closed = True
             self._fetches.close()

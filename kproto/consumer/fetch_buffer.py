@@ -24,6 +24,7 @@ fetched before an error is lost, and no position moves past an error.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from ..structs import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow
+
+    from .fetch_metrics import FetchMetrics
 
 __all__ = ["CompletedFetch", "FetchBuffer", "Collected"]
 
@@ -58,6 +61,12 @@ class CompletedFetch:
     next_offset: int = -1
     error: BaseException | None = None
     taken: int = 0                      # rows already handed out
+    #: for the metrics: bytes of the record set, the answer's high watermark and last
+    #: stable offset, and which of the two the lag counts to (-1: unknown)
+    nbytes: int = 0
+    high_watermark: int = -1
+    last_stable: int = -1
+    watermark: int = -1
 
     def __len__(self) -> int:
         return 0 if self.cols is None else len(self.cols)
@@ -118,6 +127,8 @@ class FetchBuffer:
 
     def __init__(self) -> None:
         self._queue: deque[CompletedFetch] = deque()
+        #: the consumer's fetch metrics (records and bytes handed out, lag), or None
+        self.metrics: FetchMetrics | None = None
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -195,9 +206,14 @@ class FetchBuffer:
                 pieces.append((f.cols, f.taken, f.taken + n))
                 f.taken += n
                 left -= n if left > 0 else 0
-            if f.taken == len(f):
+            done = f.taken == len(f)
+            if done:
                 queue.popleft()
                 positions[tp] = f.end_position
             else:
                 positions[tp] = f.expected_position
+            if self.metrics is not None:
+                self.metrics.consumed(tp, n, f.nbytes if done else 0, positions[tp],  # type: ignore[arg-type]
+                                      f.high_watermark, f.last_stable, f.watermark,
+                                      time.monotonic())
         return Collected(pieces)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import KafkaConnectionError, KprotoError, OffsetOutOfRangeError
 from ..net.blocking import BrokerConnection
@@ -35,7 +35,11 @@ from .fetcher import (
     decode_partition,
     fetch_request,
     outcome,
+    watermark,
 )
+
+if TYPE_CHECKING:
+    from .fetch_metrics import FetchMetrics
 
 __all__ = ["Fetches"]
 
@@ -75,6 +79,8 @@ class Fetches:
         self._read_committed = config["isolation_level"] == "read_committed"
         #: broker id -> the Fetch in flight to it
         self.in_flight: dict[int, _Fetch] = {}
+        #: the consumer's fetch metrics (per answer and partition), or None
+        self.metrics: FetchMetrics | None = None
         self._conns: dict[int, BrokerConnection] = {}
         # KIP-392: the replica a leader told us to fetch a partition from, until when
         self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
@@ -173,7 +179,12 @@ class Fetches:
             if not responses:
                 continue
             del self.in_flight[node]
-            self._buffer.add(self._handle(responses[-1], fetch))
+            done = self._handle(responses[-1], fetch)
+            self._buffer.add(done)
+            if self.metrics is not None:
+                now = time.monotonic()
+                self.metrics.fetched(now - fetch.sent, len(responses[-1].body),
+                                     sum(len(f) for f in done), now)
         now = time.monotonic()
         waited = {id(conn) for conn in wait.conns}
         for node, fetch in list(self.in_flight.items()):
@@ -194,7 +205,7 @@ class Fetches:
                 raise KafkaConnectionError(f"broker {node} is not in the metadata")
             conn = self._conns[node] = self._cluster.new_connection(
                 broker.address, timeout=self._cluster.request_timeout
-                + self.config["fetch_max_wait_ms"] / 1000)
+                + self.config["fetch_max_wait_ms"] / 1000, node_id=node)
         return conn.connect()
 
     def _request(self, offsets: dict[TopicPartition, int]) -> FetchRequest:
@@ -296,13 +307,25 @@ class Fetches:
             self._cluster.mark_stale()
             return None
         if p.records is None:
+            self._lag_at(tp, asked, p)
             return None
         cols = decode_partition(tp, p, asked, read_committed=self._read_committed,
                                 check_crc=self.config["check_crcs"],
                                 max_decompressed=self.config["max_decompressed_bytes"])
         if not len(cols) and cols.next_offset <= asked:
+            self._lag_at(tp, asked, p)
             return None
-        return CompletedFetch(tp, asked, cols, cols.next_offset)
+        return CompletedFetch(tp, asked, cols, cols.next_offset, nbytes=len(p.records),
+                              high_watermark=p.high_watermark,
+                              last_stable=p.last_stable_offset,
+                              watermark=watermark(p, self._read_committed))
+
+    def _lag_at(self, tp: TopicPartition, asked: int, p: Any) -> None:
+        """An answer with nothing to hand out for ``tp``: its lag from the position
+        (0 at the log end), as Java records it for an empty completed fetch."""
+        if self.metrics is not None and self._subs.positions.get(tp) == asked:
+            self.metrics.lag(tp, asked, p.high_watermark, p.last_stable_offset,
+                             watermark(p, self._read_committed), time.monotonic())
 
     def _really_out_of_range(self, tp: TopicPartition, asked: int) -> bool:
         """Whether ``asked`` is outside the log of ``tp``, asked again: a Fetch answer's

@@ -43,6 +43,7 @@ from ..errors import (
 )
 from ..protocol import ApiKey
 from .connection import DEFAULT_MAX_RESPONSE_BYTES, Connection, Request, Response
+from .node_metrics import NodeSensors
 
 #: Largest response accepted (Kafka's own socket.request.max.bytes default).
 MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
@@ -122,6 +123,8 @@ class BrokerConnection:
         self.session_ends_at: float | None = None
         #: Re-authentications done on this connection's sockets so far.
         self.reauthentications = 0
+        #: this broker's request metrics (kproto.net.node_metrics; None: not recorded)
+        self.metrics: NodeSensors | None = None
 
     # -- lifecycle
 
@@ -207,7 +210,7 @@ class BrokerConnection:
                                     "for them, use another connection")
         sent = [self._conn.send(key, fields, version=version, raw=raw)
                 for key, fields in requests]
-        self._write(self._conn.data_to_send())
+        self._write(self._conn.data_to_send(), sent)
         return self._read_responses(len(sent))
 
     def api_versions(self, version: int) -> dict[str, Any]:
@@ -342,7 +345,7 @@ class BrokerConnection:
         answers, read first, are kept for :meth:`receive` (re-authentication)."""
         assert self._conn is not None
         req = self._conn.send(api_key, fields, version=version)
-        self._write(self._conn.data_to_send())
+        self._write(self._conn.data_to_send(), (req,))
         deadline = time.monotonic() + self.timeout
         while True:
             for resp in self._read(deadline):
@@ -354,9 +357,15 @@ class BrokerConnection:
                 body: dict[str, Any] = resp.body
                 return body
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, requests: Sequence[Request] = ()) -> None:
         assert self._sock is not None
         self._wait_throttle()
+        m = self.metrics
+        if m is not None:
+            now = time.monotonic()
+            for r in requests:
+                r.sent_at = now
+            m.sent(len(requests), len(data), now)
         try:
             self._sock.sendall(data)
         except TimeoutError as exc:
@@ -395,7 +404,7 @@ class BrokerConnection:
         req = self._conn.send(api_key, fields, version=version, raw=raw,
                               expect_response=expect_response, context=context)
         try:
-            self._write(self._conn.data_to_send())
+            self._write(self._conn.data_to_send(), (req,))
         except (KafkaConnectionError, KafkaTimeoutError):
             # the caller gets this error for this request: it is not one of the lost
             self._lost = [r for r in self._lost if r is not req]
@@ -460,8 +469,15 @@ class BrokerConnection:
         if not chunks[0]:
             self.close()
             raise KafkaConnectionError(f"{self.address} closed the connection")
+        data = b"".join(chunks)
+        now = time.monotonic()
         try:
-            return self._conn.receive_data(b"".join(chunks), time.monotonic())
+            out = self._conn.receive_data(data, now)
         except ProtocolError:
             self.close()
             raise
+        m = self.metrics
+        if m is not None:
+            m.received([now - r.request.sent_at for r in out if r.request.sent_at], len(data),
+                       now)
+        return out

@@ -37,11 +37,13 @@ from ..errors import (
     UnsupportedSaslMechanismError,
     error_for_code,
 )
+from ..metrics import Metrics
 from ..protocol import ApiKey
 from ..protocol.requests import find_coordinator_fields
 from .blocking import BrokerConnection, Fields, SaslMechanism
 from .connection import Response
 from .driver import SelectorDriver
+from .node_metrics import node_sensors
 
 log = logging.getLogger("kproto.cluster")
 
@@ -196,16 +198,24 @@ class Cluster:
         self._bootstrap_conn: BrokerConnection | None = None
         self._stale = True
         self._closed = False
+        #: the client's metrics registry: its connections record per-broker request
+        #: metrics there (kproto.net.node_metrics); None: not recorded
+        self.metrics: Metrics | None = None
 
     # -- connections
 
-    def new_connection(self, address: str, timeout: float | None = None) -> BrokerConnection:
-        """A fresh (unconnected) connection with this client's settings."""
-        return BrokerConnection(
+    def new_connection(self, address: str, timeout: float | None = None, *,
+                       node_id: int = -1) -> BrokerConnection:
+        """A fresh (unconnected) connection with this client's settings (to broker
+        ``node_id``, -1 for a bootstrap address: the tag of its request metrics)."""
+        conn = BrokerConnection(
             address, client_id=self.client_id,
             timeout=self.request_timeout if timeout is None else timeout,
             connect_timeout=self.connect_timeout, max_response_bytes=self.max_response_bytes,
             ssl_context=self.ssl_context, sasl=self.sasl)
+        if self.metrics is not None:
+            conn.metrics = node_sensors(self.metrics, node_id)
+        return conn
 
     def connection(self, node_id: int) -> BrokerConnection:
         """The (connected) connection to broker ``node_id``."""
@@ -220,7 +230,8 @@ class Cluster:
                     known = sorted(self.metadata.brokers)
                     raise KafkaConnectionError(f"broker {node_id} is not in the cluster "
                                                f"metadata (brokers: {known})")
-            conn = self._connections[node_id] = self.new_connection(broker.address)
+            conn = self._connections[node_id] = self.new_connection(broker.address,
+                                                                    node_id=node_id)
         try:
             return conn.connect()
         except KprotoError:

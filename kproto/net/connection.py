@@ -50,6 +50,8 @@ class Request:
     raw: bool = False
     #: Free slot for the transport (a future, a callback, ...).
     context: Any = None
+    #: ``time.monotonic()`` when it was written (set by a transport that keeps metrics).
+    sent_at: float = 0.0
 
 
 @dataclass

@@ -76,6 +76,10 @@ class FaultProxy:
         self.port_map = dict(port_map or {})
         self.framed = framed or bool(self.port_map)
         self.answer_hook: Callable[[int, int, dict[str, Any]], dict[str, Any] | None] | None = None
+        #: framed proxies: called as ``hook(frame)`` with every request frame a client
+        #: sends (size prefix included; ``kproto.protocol.decode_request(frame[4:])``
+        #: reads it), before it is forwarded: tests read what a client sent
+        self.request_hook: Callable[[bytes], None] | None = None
         self.refuse = False
         self.stall = False
         self.blackhole = False
@@ -264,6 +268,8 @@ class FaultProxy:
                 if api is not None:
                     frame = self._rewrite(api[0], api[1], frame)
             elif size >= 8:
+                if self.request_hook is not None:
+                    self.request_hook(frame)
                 key, version, cid = struct.unpack_from(">hhi", frame, 4)
                 if key in self._REWRITTEN or self.answer_hook is not None:
                     pending[cid] = (key, version)

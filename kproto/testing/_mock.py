@@ -205,6 +205,57 @@ class MockCluster:
             if err:
                 raise RuntimeError(f"the mock cluster refused the coordinator: error {err}")
 
+    def set_telemetry(self, requested_metrics: list[str], push_interval_ms: int) -> None:
+        """KIP-714: the metric name prefixes GetTelemetrySubscriptions answers with (``[]``:
+        none) and its push interval (``rd_kafka_mock_telemetry_set_requested_metrics`` /
+        ``_set_push_interval``)."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            fn = lib.rd_kafka_mock_telemetry_set_requested_metrics
+            fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t]
+            names = (ctypes.c_char_p * max(1, len(requested_metrics)))(
+                *[m.encode() for m in requested_metrics])
+            fn(mock, names, len(requested_metrics))
+            fn = lib.rd_kafka_mock_telemetry_set_push_interval
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+            fn(mock, push_interval_ms)
+
+    def start_request_tracking(self) -> None:
+        """Record every request the brokers get from now on (see :meth:`requests`)."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            lib.rd_kafka_mock_start_request_tracking.argtypes = [ctypes.c_void_p]
+            lib.rd_kafka_mock_start_request_tracking(mock)
+
+    def requests(self) -> list[tuple[int, int, float]]:
+        """The requests recorded since :meth:`start_request_tracking`, oldest first:
+        ``(broker id, api key, seconds on the mock's monotonic clock)``."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            lib.rd_kafka_mock_get_requests.restype = ctypes.POINTER(ctypes.c_void_p)
+            lib.rd_kafka_mock_get_requests.argtypes = [ctypes.c_void_p,
+                                                       ctypes.POINTER(ctypes.c_size_t)]
+            for name, res in (("id", ctypes.c_int32), ("api_key", ctypes.c_int16),
+                              ("timestamp", ctypes.c_int64)):
+                fn = getattr(lib, f"rd_kafka_mock_request_{name}")
+                fn.restype, fn.argtypes = res, [ctypes.c_void_p]
+            lib.rd_kafka_mock_request_destroy_array.argtypes = [
+                ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+            n = ctypes.c_size_t()
+            reqs = lib.rd_kafka_mock_get_requests(mock, ctypes.byref(n))
+            out = [(lib.rd_kafka_mock_request_id(reqs[i]),
+                    lib.rd_kafka_mock_request_api_key(reqs[i]),
+                    lib.rd_kafka_mock_request_timestamp(reqs[i]) / 1e6) for i in range(n.value)]
+            if n.value:
+                lib.rd_kafka_mock_request_destroy_array(reqs, n.value)
+            return out
+
     def set_share_groups(self, *, auto_offset_reset: str | None = None,
                          record_lock_duration_ms: int | None = None,
                          max_delivery_attempts: int | None = None,
