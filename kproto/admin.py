@@ -12,11 +12,32 @@
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from .admin_acls import (
+    AccessControlEntry,
+    AccessControlEntryFilter,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AclsAdmin,
+    PatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
+from .admin_base import Results, error_of
+from .admin_cluster import (
+    ClusterAdmin,
+    ClusterDescription,
+    LogDirDescription,
+    PartitionReassignment,
+    ReplicaInfo,
+)
+from .admin_configs import AlterConfigOp, ConfigEntry, ConfigResource, ConfigsAdmin, ConfigSynonym
 from .admin_groups import (
     ConsumerGroupDescription,
     ConsumerMemberDescription,
@@ -31,27 +52,31 @@ from .admin_groups import (
     listings,
     share_descriptions,
 )
-from .config import resolve
 from .consumer.fetcher import list_offsets
 from .errors import (
     ErrorCode,
     GroupIdNotFoundError,
     KprotoError,
     LeaderNotAvailableError,
+    ProtocolError,
     UnsupportedVersionError,
     error_for_code,
 )
 from .net.blocking import BrokerConnection, Fields
-from .net.cluster import ClusterMetadata
 from .protocol import ApiKey
-from .protocol.requests import GROUP, TRANSACTION, offset_fetch_fields
+from .protocol.requests import TRANSACTION, offset_fetch_fields
 from .structs import EARLIEST, LATEST, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from .structs import as_tp as _tp
 
 __all__ = ["Admin", "GroupListing", "GroupDescription", "MemberDescription",
            "ConsumerGroupDescription", "ConsumerMemberDescription", "ShareGroupDescription",
            "ShareMemberDescription", "TransactionListing", "TransactionDescription",
-           "ProducerState"]
+           "ProducerState", "Results", "ConfigResource", "ConfigEntry", "ConfigSynonym",
+           "AlterConfigOp", "ClusterDescription", "LogDirDescription", "ReplicaInfo",
+           "PartitionReassignment", "ResourceType", "PatternType", "AclOperation",
+           "AclPermissionType", "ResourcePattern", "AccessControlEntry", "AclBinding",
+           "ResourcePatternFilter", "AccessControlEntryFilter", "AclBindingFilter",
+           "PartitionLag"]
 
 AnyGroupDescription = GroupDescription | ConsumerGroupDescription | ShareGroupDescription
 
@@ -98,15 +123,24 @@ class ProducerState:
     current_txn_start_offset: int
 
 
-class Admin:
-    """Administrative operations on a cluster. Settings as for the other clients
-    (``bootstrap_servers``, security...)."""
+@dataclass(frozen=True)
+class PartitionLag:
+    """A partition of a group (:meth:`Admin.consumer_group_lag`): the committed
+    offset, the end offset (high watermark), the lag between them, and the member
+    it is assigned to (None: no member has it)."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
-        from .net.cluster import Cluster
+    committed: int
+    end: int
+    lag: int
+    member: str | None = None
 
-        self.config = resolve("admin", config, **settings)
-        self._cluster = Cluster(self.config)
+
+class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
+    """Administrative operations on a cluster (Java's ``Admin`` names in snake_case).
+    Settings as for the other clients (``bootstrap_servers``, security...). A call
+    about several resources answers each on its own: a
+    :class:`~kproto.admin_base.Results` (resource -> value, or its error raised
+    on access)."""
 
     # -- topics
 
@@ -151,10 +185,6 @@ class Admin:
         """Every topic: name -> :class:`~kproto.net.cluster.TopicInfo`."""
         meta = self._cluster.refresh_metadata(all_topics=True)
         return {n: t for n, t in sorted(meta.topics.items()) if internal or not t.is_internal}
-
-    def describe_cluster(self) -> ClusterMetadata:
-        """Brokers, controller, cluster id and every topic (a metadata snapshot)."""
-        return self._cluster.refresh_metadata(all_topics=True)
 
     # -- offsets
 
@@ -305,6 +335,79 @@ class Admin:
                     raise cls("OffsetCommit failed", group=group_id, topic=t["name"],
                               partition=p["partition_index"])
 
+    def delete_consumer_groups(self, group_ids: Iterable[str]) -> Results[str, None]:
+        """Delete groups with no members, and their committed offsets (Java's
+        ``deleteConsumerGroups``); each group succeeds or fails on its own
+        (GroupNotEmptyError, GroupIdNotFoundError...)."""
+        values: dict[str, None] = {}
+        errors: dict[str, Exception] = {}
+        for gid in dict.fromkeys(group_ids):
+            try:
+                body = self._coordinator_request(gid, ApiKey.DELETE_GROUPS,
+                                                 {"groups_names": [gid]})
+                [r] = [r for r in body["results"] if r["group_id"] == gid] or [None]
+                if r is None:
+                    raise ProtocolError(f"DeleteGroups: the answer says nothing of {gid!r}")
+                err = error_of(r["error_code"], group=gid)
+                if err is not None:
+                    raise err
+                values[gid] = None
+            except KprotoError as exc:
+                errors[gid] = exc
+        return Results(values, errors)
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[Any]
+                                      ) -> Results[TopicPartition, None]:
+        """Delete ``group_id``'s committed offsets of ``partitions`` (OffsetDelete,
+        Java's ``deleteConsumerGroupOffsets``); per partition None or its error (a
+        partition the group is subscribed to: GroupSubscribedToTopicError). An
+        error of the whole group is every partition's."""
+        tps = list(dict.fromkeys(_tp(p) for p in partitions))
+        topics: dict[str, list[dict[str, int]]] = {}
+        for tp in tps:
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition})
+        try:
+            body = self._coordinator_request(group_id, ApiKey.OFFSET_DELETE, {
+                "group_id": group_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            err = error_of(body["error_code"], group=group_id)
+            if err is not None:
+                raise err
+        except KprotoError as exc:
+            return Results({}, dict.fromkeys(tps, exc))
+        values: dict[TopicPartition, None] = {}
+        errors: dict[TopicPartition, Exception] = {}
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                tp = TopicPartition(t["name"], p["partition_index"])
+                err = error_of(p["error_code"], group=group_id, topic=tp.topic,
+                               partition=tp.partition)
+                if err is None:
+                    values[tp] = None
+                else:
+                    errors[tp] = err
+        for tp in tps:
+            if tp not in values and tp not in errors:
+                errors[tp] = ProtocolError(f"OffsetDelete: the answer says nothing of {tp}")
+        return Results(values, errors)
+
+    def consumer_group_lag(self, group_id: str) -> dict[TopicPartition, PartitionLag]:
+        """Per partition the group committed: committed offset, end offset (high
+        watermark, ListOffsets), lag, and the member it is assigned to (from
+        describe_groups; None where the coordinator cannot describe the group)."""
+        committed = self.list_consumer_group_offsets(group_id)
+        if not committed:
+            return {}
+        ends = self.list_offsets(dict.fromkeys(committed, "latest"))
+        owner: dict[TopicPartition, str] = {}
+        try:
+            [desc] = self.describe_groups([group_id])
+            owner = {tp: m.member_id for m in desc.members for tp in m.assignment}
+        except (UnsupportedVersionError, GroupIdNotFoundError):
+            pass    # (librdkafka's mock describes no group: lag without members)
+        return {tp: PartitionLag(off, ends[tp].offset, max(0, ends[tp].offset - off),
+                                 owner.get(tp)) for tp, off in committed.items()}
+
     # -- transactions
 
     def list_transactions(self, *, states: Iterable[str] = (),
@@ -385,17 +488,6 @@ class Admin:
 
     # -- plumbing
 
-    def _controller_request(self, api_key: int, fields: Fields) -> dict[str, Any]:
-        meta = self._cluster.maybe_refresh()
-        node = meta.controller_id if meta.controller_id in meta.brokers else None
-
-        def attempt() -> dict[str, Any]:
-            if node is None:
-                return self._cluster.request_any(api_key, fields)
-            return self._cluster.request(node, api_key, fields)
-
-        return self._cluster.call(attempt, "admin request")
-
     def _describe_classic(self, conn: BrokerConnection, gid: str) -> GroupDescription:
         [g] = conn.request(ApiKey.DESCRIBE_GROUPS, {
             "groups": [gid], "include_authorized_operations": False})["groups"]
@@ -446,34 +538,3 @@ class Admin:
         """Names of topic ids (a group describe answer without them), from Metadata."""
         meta = self._cluster.refresh_metadata(all_topics=True)
         return {t.topic_id: name for name, t in meta.topics.items() if t.topic_id in ids}
-
-    def _coordinator_request(self, key: str, api_key: int, fields: Fields,
-                             key_type: int = GROUP) -> dict[str, Any]:
-        return self._with_coordinator(key, lambda conn: conn.request(api_key, fields), key_type)
-
-    def _with_coordinator(self, key: str, call: Callable[[BrokerConnection], T],
-                          key_type: int = GROUP) -> T:
-        """``call`` on a connection to ``key``'s coordinator, again on a retriable error."""
-        deadline = time.monotonic() + self._cluster.request_timeout
-        while True:
-            address = self._cluster.find_coordinator(key, key_type)
-            conn = self._cluster.new_connection(address)
-            try:
-                return call(conn)
-            except KprotoError as exc:
-                # asking again cannot change an answer such as "no such API here"
-                if not exc.retriable or time.monotonic() > deadline:
-                    raise
-                time.sleep(self._cluster.retry_backoff_ms / 1000)
-            finally:
-                conn.close()
-
-    def close(self) -> None:
-        """Close every connection."""
-        self._cluster.close()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -86,10 +86,10 @@ def cmd_metadata(args: argparse.Namespace) -> None:
 
     with Admin(_filtered(_settings(args), "admin")) as admin:
         meta = admin.describe_cluster()
+        every = admin.list_topics(internal=True)
     for name in args.topic:
-        _check_topic(name, meta.topics)
-    topics = {n: t for n, t in sorted(meta.topics.items())
-              if not args.topic or n in args.topic}
+        _check_topic(name, every)
+    topics = {n: t for n, t in every.items() if not args.topic or n in args.topic}
     data: dict[str, Any] = {
         "cluster_id": meta.cluster_id, "controller": meta.controller_id,
         "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}

@@ -105,7 +105,7 @@ def run(bootstrap: str | None, topic: str, partitions: int, count: int, value_by
             if can_create:
                 admin.create_topics({topic: partitions}, exist_ok=True)
             cluster = admin.describe_cluster()
-        info = cluster.topics.get(topic)
+            info = admin.list_topics().get(topic)
         print(f"\ncluster {cluster.cluster_id}: {len(cluster.brokers)} broker(s); topic "
               f"{topic!r} with {len(info.partitions) if info else '?'} partitions")
 
