@@ -163,6 +163,8 @@ class ConsumerMembership(GroupMember):
         self.cluster.add_topics({tp.topic for tp in tps})
 
     def _reconcile(self) -> None:
+        if self.state.state is not MemberState.RECONCILING:
+            return                      # (read without the lock: the next poll sees a change)
         with self._state_lock:
             plan = self.state.start_reconciliation(self.cluster.metadata.topic_names())
         if plan is None:

@@ -420,7 +420,7 @@ class Membership:
                      self.member_id, self.epoch, ErrorCode(code).name)
             self.transition_to_fenced()
             return HeartbeatOutcome.FENCED
-        cls = error_for_code(code) or KprotoError
+        cls = error_for_code(code)
         what = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
         if code == ErrorCode.UNSUPPORTED_VERSION:
             detail = "the broker does not speak the consumer group protocol (KIP-848)"
@@ -430,7 +430,8 @@ class Membership:
             detail = what
         text = f"ConsumerGroupHeartbeat failed: {detail}" + (f": {message}" if message else "")
         log.error("group %s: %s", self.group_id, text)
-        self.transition_to_fatal(cls(text, group=self.group_id))
+        self.transition_to_fatal(cls(text, group=self.group_id) if cls is not None
+                                 else KprotoError(text))
         return HeartbeatOutcome.FATAL
 
     # ------------------------------------------------------------------ reconciliation
