@@ -5,7 +5,8 @@ Group ``<prefix>-node-metrics`` (tags ``client-id``, ``node-id`` = ``node-<id>``
 ``node--1`` for a bootstrap connection) and, summed over the brokers,
 ``<prefix>-metrics``: ``request-rate``/``-total``, ``request-size-avg``/``-max``,
 ``outgoing-byte-rate``/``-total``, ``response-rate``/``-total``,
-``incoming-byte-rate``/``-total``, ``request-latency-avg``/``-max`` (ms).
+``incoming-byte-rate``/``-total``; per broker only, ``request-latency-avg``/``-max``
+(ms; ``producer-metrics`` has the sender's Produce latency under that name, as Java).
 ``<prefix>`` is ``producer``, ``consumer`` or ``admin-client``, as in Java.
 """
 
@@ -50,11 +51,14 @@ def node_sensors(registry: Metrics, node_id: int) -> NodeSensors:
     prefix = PREFIXES.get(registry.client_type, registry.client_type)
     node = f"node-{node_id}"
 
-    def pair(what: str, add: dict[str, str], kind: str) -> Sensor:
-        total, _ = registry.sensor(f"{what}")
-        if _:
-            _add(registry, total, f"{prefix}-metrics", add, kind, {})
-        s, new = registry.sensor(f"{node}.{what}", parents=(total,))
+    def pair(what: str, add: dict[str, str], kind: str, client_wide: bool = True) -> Sensor:
+        parents: tuple[Sensor, ...] = ()
+        if client_wide:
+            total, new = registry.sensor(f"{what}")
+            if new:
+                _add(registry, total, f"{prefix}-metrics", add, kind, {})
+            parents = (total,)
+        s, new = registry.sensor(f"{node}.{what}", parents=parents)
         if new:
             _add(registry, s, f"{prefix}-node-metrics", add, kind, {"node_id": node})
         return s
@@ -68,7 +72,7 @@ def node_sensors(registry: Metrics, node_id: int) -> NodeSensors:
         pair("bytes-received", {"rate": "incoming-byte-rate", "total": "incoming-byte-total"},
              "sum"),
         pair("request-latency", {"avg": "request-latency-avg", "max": "request-latency-max"},
-             "stats"))
+             "stats", client_wide=False))
 
 
 def _add(registry: Metrics, s: Sensor, group: str, names: dict[str, str], kind: str,

@@ -55,9 +55,11 @@ from ..errors import (
     KafkaTimeoutError,
     KprotoError,
 )
+from ..metrics import MetricName
 from ..net.cluster import Cluster
 from ..records.batch import HEADER_SIZE as _BATCH_OVERHEAD
 from ..structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata
+from ..telemetry import Instruments
 from .accumulator import (
     ProducerBatch,
     RecordAccumulator,
@@ -69,6 +71,7 @@ from .columns import checked_table
 from .idempotence import IdempotenceState
 from .partitioner import partitions_for_keys
 from .sender import Sender
+from .sender_metrics import SenderMetrics
 from .transaction_manager import TransactionManager
 from .transactions import PreparedTransaction
 
@@ -216,6 +219,14 @@ class Producer(_ProducerCore):
             TransactionManager(c, self._cluster, self._accumulator)
         self._sender = Sender(c, self._cluster, self._accumulator,
                               IdempotenceState() if c["enable_idempotence"] else None, self._txn)
+        # metrics(), stats_callback and KIP-714 pushes (kproto.metrics, kproto.telemetry)
+        self._instruments = Instruments(c, "producer", self._cluster,
+                                        resource={"transactional_id": c["transactional_id"]})
+        if self._instruments.registry is not None:
+            acc = self._accumulator
+            self._sender.metrics = SenderMetrics(
+                self._instruments.registry, lambda: acc.buffer_memory - acc.queued_bytes,
+                acc.buffer_memory, lambda: sum(conn.in_flight for conn in self._sender._conns))
         self._sender.start()
 
     # ------------------------------------------------------------------ public API
@@ -369,6 +380,8 @@ class Producer(_ProducerCore):
             if self._txn is not None:
                 self._txn.fail_pending(KafkaConnectionError("the producer was closed"))
             self._sender.detach()
+            self._instruments.close(5.0 if deadline is None else
+                                    max(0.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------------ transactions
 
@@ -424,6 +437,13 @@ class Producer(_ProducerCore):
         if self._txn is None:
             raise IllegalStateError("the producer has no transactional_id")
         return self._txn
+
+    def metrics(self) -> dict[MetricName, float]:
+        """The producer's metrics now, ``{MetricName: value}`` as Java's
+        ``KafkaProducer.metrics()`` (docs/client.md "Metrics"): record send, retry
+        and error rates, batch sizes, compression, request latency, buffer bytes,
+        per-broker requests. Empty with ``metrics_enabled=False``."""
+        return self._instruments.metrics()
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partition indexes of ``topic`` (waiting for its metadata)."""

@@ -39,6 +39,7 @@ from ..records.batch import stamp_batch
 from ..structs import topic_id_of
 from .accumulator import ProducerBatch, RecordAccumulator
 from .idempotence import IdempotenceState
+from .sender_metrics import SenderMetrics
 from .transaction_manager import TransactionManager
 
 __all__ = ["Sender"]
@@ -84,6 +85,8 @@ class Sender:
         self._pid_retry_at = 0.0
         self._had_producer_id = False
         self._driver: Driver = SelectorDriver()     # where the thread waits for answers
+        #: the producer's metrics (sender_metrics.py), recorded per batch and request
+        self.metrics: SenderMetrics | None = None
         self._thread = threading.Thread(target=self._run, name="kproto-producer", daemon=True)
 
     # ------------------------------------------------------------------ the producer's side
@@ -314,6 +317,8 @@ class Sender:
             if conn is not None:     # the write failed: its other requests are lost too
                 self._retry_lost(conn, exc)
             return
+        if self.metrics is not None:
+            self.metrics.request_sent(batches, time.monotonic())
         if acks == 0:
             for b in batches:
                 self._complete(b, -1, -1, None)
@@ -339,6 +344,9 @@ class Sender:
                 continue
             for resp in responses:
                 batches = resp.request.context.batches
+                if self.metrics is not None:
+                    now = time.monotonic()
+                    self.metrics.answered(now - resp.request.context.sent, now)
                 if resp.error is not None:
                     for b in batches:
                         self._retry(b, resp.error)
@@ -433,9 +441,13 @@ class Sender:
         delay = min(self.config["retry_backoff_ms"] * 2 ** max(0, b.attempts - 1),
                     self.config["retry_backoff_max_ms"])
         b.next_try = time.monotonic() + delay / 1000
+        if self.metrics is not None:
+            self.metrics.retried(b, time.monotonic())
         self._acc.reenqueue(b)
 
     def _fail(self, b: ProducerBatch, exc: BaseException, *, refused: bool) -> None:
+        if self.metrics is not None and not b.done:
+            self.metrics.failed(b, time.monotonic())
         if self._idem is not None and b.sequence >= 0:
             self._idem.failed(b, refused=refused)
         if self._txn is not None and not b.done:
