@@ -339,6 +339,8 @@ class GroupCoordinator(GroupMember):
         self._retry_at = time.monotonic() + self.config["retry_backoff_ms"] / 1000
 
     def _send_join(self) -> None:
+        if self.metrics is not None:
+            self.metrics.rebalance_started()
         topics = self._subscribed_topics()
         self.cluster.wait_for_topics(topics, self.cluster.request_timeout) if topics else None
         self._joining_topics = topics
@@ -411,6 +413,8 @@ class GroupCoordinator(GroupMember):
         and the member rejoins at once, so that the follow-up rebalance can give
         them to their new owners; the listener is told only what was added."""
         self._rebalance_error(synced["error_code"], "SyncGroup")
+        if self.metrics is not None:
+            self.metrics.rebalance_done()
         raw = synced["assignment"]
         decoded = protocol.decode_assignment(raw) if raw else {"assigned_partitions": []}
         mine = {TopicPartition(a["topic"], p) for a in decoded["assigned_partitions"] or []

@@ -35,6 +35,7 @@ from ..net.cluster import Cluster
 from ..protocol import ApiKey
 from ..protocol.requests import offset_fetch_fields
 from ..structs import ConsumerGroupMetadata, SubscriptionState, TopicPartition
+from .coordinator_metrics import CoordinatorMetrics
 
 __all__ = ["GroupMember", "RebalanceListener"]
 
@@ -79,6 +80,9 @@ class GroupMember:
         self._joined = False                     # in the group: commits carry our identity
         self._subscribed = False
         self._last_commit = time.monotonic()
+        #: rebalance and commit metrics (coordinator_metrics.py), with the client's registry
+        self.metrics = CoordinatorMetrics(cluster.metrics, subscription) \
+            if cluster.metrics is not None else None
 
     # ------------------------------------------------------------------ membership (subclasses)
 
@@ -207,8 +211,11 @@ class GroupMember:
                             raise cls("OffsetCommit failed", group=self.group_id,
                                       topic=t["name"], partition=p["partition_index"])
 
+        started = time.monotonic()
         self._retry(attempt, "OffsetCommit") if retry else attempt()
         self._last_commit = time.monotonic()
+        if self.metrics is not None:
+            self.metrics.commit_done(started)
 
     def fetch_committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
         """OffsetFetch: the committed offset of each partition (None when none)."""
