@@ -9,6 +9,11 @@
     kproto -b broker:9092 offsets events
     kproto -b broker:9092 groups list --type consumer --state Stable
     kproto -b broker:9092 groups describe etl
+    kproto -b broker:9092 groups lag etl
+    kproto -b broker:9092 consume users --format avro --registry http://registry:8081
+    kproto -b broker:9092 configs describe topic events
+    kproto -b broker:9092 acls list --topic events
+    kproto -b broker:9092 cluster
     kproto decode capture.bin --fetch-version 12
     kproto bench
     kproto demo
@@ -34,6 +39,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 from .cli_args import CliError, UsageError, mask, parser, secrets
+from .cli_records import jsonable, progress_bar, typed_decoder, write_parquet
 from .config import setting_key
 from .errors import EncodeError, KafkaConnectionError, KafkaTimeoutError, KprotoError
 from .producer import columns as producer_columns
@@ -148,6 +154,10 @@ def cmd_topics(args: argparse.Namespace) -> None:
                 _out(args, {"created": args.names})
             else:
                 print(f"created {', '.join(args.names)}")
+        elif args.action == "add-partitions":
+            from .cli_admin import add_partitions
+
+            add_partitions(args, admin, _out)
         elif args.action == "delete":
             admin.delete_topics(args.names)
             if args.json:
@@ -220,10 +230,39 @@ def cmd_offsets(args: argparse.Namespace) -> None:
 def cmd_groups(args: argparse.Namespace) -> None:
     from .cli_groups import groups
 
-    _names(args, args.action == "describe", "group ids")
-    if args.action == "describe" and (args.type or args.state):
-        raise UsageError("groups describe takes no --type/--state (they filter groups list)")
+    _names(args, args.action != "list", "group ids")
+    if args.action != "list" and (args.type or args.state):
+        raise UsageError(f"groups {args.action} takes no --type/--state (they filter groups "
+                         "list)")
     groups(args, _settings(args), _filtered, _out)
+
+
+def _admin_command(args: argparse.Namespace, name: str) -> None:
+    from . import cli_admin
+    from .admin import Admin
+
+    with Admin(_filtered(_settings(args), "admin")) as admin:
+        getattr(cli_admin, name)(args, admin, _out)
+
+
+def cmd_configs(args: argparse.Namespace) -> None:
+    _admin_command(args, "configs")
+
+
+def cmd_acls(args: argparse.Namespace) -> None:
+    _admin_command(args, "acls")
+
+
+def cmd_cluster(args: argparse.Namespace) -> None:
+    _admin_command(args, "cluster")
+
+
+def cmd_log_dirs(args: argparse.Namespace) -> None:
+    _admin_command(args, "log_dirs")
+
+
+def cmd_records(args: argparse.Namespace) -> None:
+    _admin_command(args, "records")
 
 
 def cmd_transactions(args: argparse.Namespace) -> None:
@@ -340,8 +379,16 @@ def cmd_produce(args: argparse.Namespace) -> None:
     if args.compression:
         settings["compression.type"] = args.compression
     start = time.perf_counter()
-    with Producer(settings) as producer:
-        written = producer.send_batch(args.topic, table, partition=args.partition).result()
+    # on a terminal, in slices: the progress line counts the records acknowledged
+    step = max(10_000, table.num_rows // 100) if args.progress else max(table.num_rows, 1)
+    with Producer(settings) as producer, progress_bar(table.num_rows, args.progress) as bar:
+        futures = [(producer.send_batch(args.topic, table.slice(i, step),
+                                        partition=args.partition), min(step, table.num_rows - i))
+                   for i in range(0, max(table.num_rows, 1), step)]
+        written = []
+        for future, rows in futures:
+            written += future.result()
+            bar.update(rows)
     elapsed = time.perf_counter() - start
     count = sum(b.record_count for b in written)
     parts = sorted({b.partition for b in written})
@@ -353,115 +400,83 @@ def cmd_produce(args: argparse.Namespace) -> None:
               f"{elapsed:.2f} s", file=sys.stderr)
 
 
-class _Progress:
-    """records, MB, rate and ETA on stderr (only on a terminal, or when forced)."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled = total, enabled
-        self.start = self.last = time.perf_counter()
-        self.records = self.bytes = 0
-
-    def update(self, records: int, nbytes: int) -> None:
-        self.records += records
-        self.bytes += nbytes
-        now = time.perf_counter()
-        if self.enabled and (now - self.last > 0.2 or self.records >= self.total):
-            self.last = now
-            rate = self.records / max(now - self.start, 1e-9)
-            left = (self.total - self.records) / rate if rate and self.total else 0
-            print(f"\r{self.records:,}/{self.total:,} records  {self.bytes / 1e6:,.1f} MB  "
-                  f"{rate:,.0f} rec/s  ETA {left:,.0f} s ", end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.enabled:
-            print(file=sys.stderr)
-
-
 def _batches(args: argparse.Namespace, consumer: Any, parts: list[int]
              ) -> Iterator[Any]:
-    """Arrow batches from --from to --to (or forever with --follow), at most --count."""
+    """Arrow batches from --from to --to (or forever with --follow), at most --count,
+    with a progress line on a terminal."""
     start = _offsets_of(consumer, args.topic, parts, args.from_)
     ends = None if args.follow else _offsets_of(consumer, args.topic, parts, args.to)
     consumer.assign([(args.topic, p) for p in parts])
     for p in parts:
         consumer.seek((args.topic, p), start[p])
     remaining = args.count
-    if ends is not None:
-        todo = {p: (start[p], ends[p]) for p in parts if ends[p] > start[p]}
-        total = sum(b - a for a, b in todo.values())
-        if remaining is not None:
-            total = min(total, remaining)
-        progress = _Progress(total, args.progress)
-        import numpy as np
+    todo = {p: (start[p], ends[p]) for p in parts if ends[p] > start[p]} if ends else {}
+    total = None if ends is None else sum(b - a for a, b in todo.values())
+    if remaining is not None:
+        total = remaining if total is None else min(total, remaining)
+    import numpy as np
 
-        end_of = np.full(max(parts) + 1, -1, np.int64)
-        for p, (_, e) in todo.items():
-            end_of[p] = e
-        while any(consumer.position((args.topic, p)) < e for p, (_, e) in todo.items()) \
+    end_of = np.full(max(parts) + 1, -1, np.int64)
+    for p, (_, e) in todo.items():
+        end_of[p] = e
+    bar = progress_bar(total, args.progress)
+    nbytes = 0
+    try:
+        while (ends is None or any(consumer.position((args.topic, p)) < e
+                                   for p, (_, e) in todo.items())) \
                 and (remaining is None or remaining > 0):
             batch = consumer.poll_batch(1000)
             if not batch.num_rows:
+                bar.refresh()                               # the rate and time stay live
                 continue
             offsets = batch.column("offset").to_numpy()
             partitions = batch.column("partition").to_numpy()
-            batch = batch.filter(offsets < end_of[partitions])     # each partition to its end
+            if ends is not None:
+                batch = batch.filter(offsets < end_of[partitions])  # each partition to its end
             if remaining is not None:
                 batch = batch.slice(0, remaining)
                 remaining -= batch.num_rows
-            progress.update(batch.num_rows, batch.nbytes)
+            nbytes += batch.nbytes
+            bar.set_postfix_str(f"{nbytes / 1e6:,.1f} MB", refresh=False)
+            bar.update(batch.num_rows)
             if batch.num_rows:
                 yield batch
-        progress.close()
-        return
-    while remaining is None or remaining > 0:
-        batch = consumer.poll_batch(1000)
-        if remaining is not None:
-            batch = batch.slice(0, remaining)
-            remaining -= batch.num_rows
-        if batch.num_rows:
-            yield batch
+    finally:
+        bar.close()
 
 
 def cmd_consume(args: argparse.Namespace) -> None:
     from .consumer.consumer import Consumer
 
+    decode = typed_decoder(args)
     settings = _filtered(_settings(args), "consumer")
     settings.setdefault("allow.auto.create.topics", "false")    # reading creates no topic
     if args.output:
         open(args.output, "wb").close()     # a path it cannot write fails before reading
     with Consumer(settings) as consumer:
         parts = _partitions(consumer, args.topic, args.partition)
+        batches = _batches(args, consumer, parts)
+        if decode is not None:
+            batches = map(decode, batches)
         if args.output:
-            import pyarrow.parquet as pq
-
-            from . import records
-
-            writer = None
-            written = 0
-            try:
-                for batch in _batches(args, consumer, parts):
-                    if writer is None:
-                        writer = pq.ParquetWriter(args.output, batch.schema)
-                    writer.write_batch(batch)
-                    written += batch.num_rows
-                if writer is None:          # no records: a file of Kafka's columns
-                    writer = pq.ParquetWriter(args.output, records.decode(b"").to_arrow().schema)
-            finally:
-                if writer is not None:
-                    writer.close()
-            print(f"wrote {written:,} records to {args.output}", file=sys.stderr)
+            write_parquet(args.output, batches)
             return
-        for batch in _batches(args, consumer, parts):
-            _print_batch(args, batch)
+        for batch in batches:
+            _print_batch(args, batch, typed=decode is not None)
 
 
-def _print_batch(args: argparse.Namespace, batch: Any) -> None:
+def _print_batch(args: argparse.Namespace, batch: Any, typed: bool = False) -> None:
     def text(b: bytes | None) -> str | None:
         return None if b is None else b.decode("utf-8", "backslashreplace")
 
     rows = batch.to_pylist()
     fmt = getattr(args, "format", "table")
-    if fmt == "raw":
+    if typed:                               # decoded values: JSON lines
+        for r in rows:
+            print(json.dumps({
+                "topic": r["topic"], "partition": r["partition"], "offset": r["offset"],
+                "key": text(r["key"]), "value": r["value"]}, default=jsonable))
+    elif fmt == "raw":
         out = sys.stdout.buffer
         for r in rows:
             out.write((r["value"] or b"") + b"\n")
@@ -531,7 +546,7 @@ def _whole_record_sets(data: bytes) -> int:
 def cmd_bench(args: argparse.Namespace) -> None:
     from .bench import run_decode_bench
 
-    run_decode_bench(args.records, json_output=args.json)
+    run_decode_bench(args.records, json_output=args.json, progress=args.progress)
 
 
 def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
@@ -562,7 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 format="%(asctime)s %(name)s %(message)s")
         if args.command == "demo":
             return cmd_demo(args, rest)
-        globals()[f"cmd_{args.command}"](args)
+        globals()[f"cmd_{args.command.replace('-', '_')}"](args)
         sys.stdout.flush()              # a closed pipe shows here, not at exit
         return 0
     except SystemExit as exc:           # --help (0); argparse's own errors go through _Parser
@@ -575,7 +590,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         where = getattr(exc, "prog", None) or prog
         text = str(exc) + (f" (see {where} --help)" if isinstance(exc, UsageError) else "")
-        _report(where, text, hidden)
+        if text:                        # (empty: each failed resource has its line already)
+            _report(where, text, hidden)
         return exc.code
     except Exception as exc:
         if debug:

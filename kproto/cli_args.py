@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = ["CliError", "UsageError", "parser", "secrets", "mask"]
 
@@ -183,9 +183,11 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     m.add_argument("topic", nargs="*")
 
     t = sub.add_parser("topics", help="list, create or delete topics")
-    t.add_argument("action", choices=["list", "create", "delete"])
+    t.add_argument("action", choices=["list", "create", "delete", "add-partitions"])
     t.add_argument("names", nargs="*")
-    t.add_argument("-p", "--partitions", type=positive, help="(default: the broker's)")
+    t.add_argument("-p", "--partitions", type=positive,
+                   help="create: the count (default: the broker's); add-partitions: the new "
+                   "total")
     t.add_argument("-r", "--replication-factor", type=positive,
                    help="(default: the broker's)")
     t.add_argument("-c", "--config", action="append", metavar="KEY=VALUE", type=pair)
@@ -200,6 +202,8 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
                     help="a header on every record (KEY alone: a null value)")
     pr.add_argument("-p", "--partition", type=partition, help="(default: murmur2 of the key)")
     pr.add_argument("-z", "--compression", choices=CODECS)
+    pr.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                    default=sys.stderr.isatty(), help="progress on stderr (default on a tty)")
 
     c = sub.add_parser("consume", help="records to stdout or a Parquet file")
     c.add_argument("topic")
@@ -210,8 +214,13 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
                    help="end (the current end), OFFSET, @MS")
     c.add_argument("--follow", action="store_true", help="keep reading new records")
     c.add_argument("-n", "--count", type=positive, help="stop after this many records")
-    c.add_argument("--format", choices=["table", "json", "raw"], default="table")
-    c.add_argument("-o", "--output", help="write a Parquet file instead")
+    c.add_argument("--format", choices=["table", "json", "raw", "avro", "protobuf"],
+                   default="table", help="avro, protobuf (and json with --registry): values "
+                   "in Confluent's wire format, decoded (JSON lines)")
+    c.add_argument("--registry", metavar="URL",
+                   help="the Schema Registry of --format avro|json|protobuf")
+    c.add_argument("-o", "--output", help="write a Parquet file instead (decoded values "
+                   "with --format avro|json|protobuf --registry)")
     c.add_argument("--progress", action=argparse.BooleanOptionalAction,
                    default=sys.stderr.isatty(), help="progress on stderr (default on a tty)")
 
@@ -221,12 +230,15 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     o.add_argument("-t", "--time", type=millis, help="also the offset at this time (ms)")
 
     g = sub.add_parser("groups", help="list groups (by type, state), or describe them with lag")
-    g.add_argument("action", choices=["list", "describe"])
+    g.add_argument("action", choices=["list", "describe", "lag", "delete", "delete-offsets"])
     g.add_argument("names", nargs="*", metavar="GROUP")
     g.add_argument("-t", "--type", action="append", choices=GROUP_TYPES,
                    help="list: only groups of this type (classic, consumer, share, streams)")
     g.add_argument("-s", "--state", action="append", metavar="STATE",
                    help="list: only groups in this state (Stable, Empty, ...)")
+    g.add_argument("--topic", help="delete-offsets: the topic")
+    g.add_argument("-p", "--partition", type=partition, action="append",
+                   help="delete-offsets: only these partitions")
 
     tx = sub.add_parser("transactions", help="list or describe transactions; a topic's "
                         "producers")
@@ -237,6 +249,8 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
     tx.add_argument("-p", "--partition", type=partition, action="append",
                     help="producers: only these")
 
+    _admin_commands(sub)
+
     d = sub.add_parser("decode", help="decode a record set or a Fetch response body file")
     d.add_argument("file")
     d.add_argument("--fetch-version", type=fetch_version,
@@ -244,6 +258,53 @@ def parser(doc: str | None = None) -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="decode benchmark against the installed peers")
     be.add_argument("-n", "--records", type=positive, default=200_000)
+    be.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                    default=sys.stderr.isatty(), help="progress on stderr (default on a tty)")
 
     sub.add_parser("demo", help="the end-to-end demo (embedded broker, Arrow, Spark)")
     return p
+
+
+#: Java's ACL names (kproto.admin_acls), lower case as kafka-acls.sh takes them
+ACL_OPERATIONS = ("all", "read", "write", "create", "delete", "alter", "describe",
+                  "cluster_action", "describe_configs", "alter_configs", "idempotent_write",
+                  "create_tokens", "describe_tokens", "two_phase_commit")
+
+
+def _admin_commands(sub: Any) -> None:
+    """configs, acls, cluster, log-dirs, records (kproto.cli_admin runs them)."""
+    cf = sub.add_parser("configs", help="describe or alter a topic's or broker's configs")
+    cf.add_argument("action", choices=["describe", "alter"])
+    cf.add_argument("type", choices=["topic", "broker", "broker_logger", "group"])
+    cf.add_argument("name", help="the topic, the broker id ('' the cluster default), ...")
+    cf.add_argument("-k", "--key", action="append", help="describe: only these keys")
+    cf.add_argument("--synonyms", action="store_true", help="describe: the values overridden")
+    cf.add_argument("--set", action="append", metavar="KEY=VALUE", type=pair)
+    cf.add_argument("--delete", action="append", metavar="KEY", help="back to the default")
+    cf.add_argument("--dry-run", action="store_true", help="alter: validate only")
+
+    a = sub.add_parser("acls", help="list, create or delete ACLs (kafka-acls.sh's options)")
+    a.add_argument("action", choices=["list", "create", "delete"])
+    a.add_argument("--topic")
+    a.add_argument("--group")
+    a.add_argument("--transactional-id")
+    a.add_argument("--cluster", action="store_true")
+    a.add_argument("--pattern-type", choices=["literal", "prefixed", "match", "any"])
+    a.add_argument("--principal", action="append", help="User:NAME (repeatable)")
+    a.add_argument("--host", help="(default: * for create, any for list/delete)")
+    a.add_argument("--operation", action="append", choices=ACL_OPERATIONS)
+    a.add_argument("--permission", choices=["allow", "deny"],
+                   help="(default: allow for create, any for list/delete)")
+
+    sub.add_parser("cluster", help="cluster id, controller and brokers (DescribeCluster)")
+
+    ld = sub.add_parser("log-dirs", help="each broker's log dirs: replicas, sizes, lags")
+    ld.add_argument("--broker", type=_at_least(0, "a broker id"), action="append")
+    ld.add_argument("--topic", action="append", help="only these topics' replicas")
+
+    r = sub.add_parser("records", help="delete records before an offset (truncate)")
+    r.add_argument("action", choices=["delete"])
+    r.add_argument("topic")
+    r.add_argument("--before", required=True, type=_at_least(-1, "an offset (-1: the end)"),
+                   help="delete every record before this offset (-1: all, up to the end)")
+    r.add_argument("-p", "--partition", type=partition, action="append")

@@ -1,7 +1,11 @@
-"""``kproto groups``: list groups (by type and state), describe them with their lag.
+"""``kproto groups``: list groups (by type and state), describe them, their lag, delete
+them or their offsets.
 
     kproto -b broker:9092 groups list --type consumer --state Stable
     kproto -b broker:9092 groups describe etl
+    kproto -b broker:9092 groups lag etl
+    kproto -b broker:9092 groups delete etl old-etl
+    kproto -b broker:9092 groups delete-offsets etl --topic events [-p 0]
 
 The command's helpers (settings, output) come from :mod:`kproto.cli`, which
 calls :func:`groups` with them (this module imports nothing of it).
@@ -10,6 +14,7 @@ calls :func:`groups` with them (this module imports nothing of it).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,10 +28,14 @@ Out = Callable[..., None]
 
 def groups(args: argparse.Namespace, settings: dict[str, Any], filtered: Filter,
            out: Out) -> None:
-    """Run ``kproto groups list|describe`` with the resolved ``settings``."""
+    """Run ``kproto groups list|describe|lag|delete|delete-offsets`` with the resolved
+    ``settings``."""
     from .admin import Admin
 
     with Admin(filtered(settings, "admin")) as admin:
+        if args.action in ("lag", "delete", "delete-offsets"):
+            _manage(args, admin, out)
+            return
         if args.action == "list":
             found = admin.list_groups(types=args.type or (), states=args.state or ())
             out(args, [g.__dict__ for g in found],
@@ -92,3 +101,46 @@ def _described(admin: Any, gid: str, settings: dict[str, Any], filtered: Filter
             "protocol": desc.protocol if desc.type == "classic" else desc.assignor,
             "epoch": None if desc.type == "classic" else desc.group_epoch,
             "members": members, "offsets": lag}
+
+
+def _manage(args: argparse.Namespace, admin: Any, out: Out) -> None:
+    """``groups lag GROUP``, ``groups delete GROUP ...``, ``groups delete-offsets GROUP``."""
+    from .cli_admin import Reported
+
+    if args.action == "lag":
+        if len(args.names) != 1:
+            raise CliError("groups lag takes one group")
+        gid = args.names[0]
+        lag = admin.consumer_group_lag(gid)
+        if not lag:
+            raise CliError(f"group {gid!r} has no committed offsets (kproto groups list)")
+        rows = [{"topic": tp.topic, "partition": tp.partition, "committed": p.committed,
+                 "end": p.end, "lag": p.lag, "member": p.member} for tp, p in lag.items()]
+        out(args, rows, [(r["topic"], r["partition"], r["committed"], r["end"], r["lag"],
+                          r["member"] or "-") for r in rows],
+            ("topic", "partition", "committed", "end", "lag", "member"))
+        if not args.json:
+            print(f"total lag {sum(r['lag'] for r in rows):,}")
+        return
+    if args.action == "delete":
+        results = admin.delete_consumer_groups(args.names)
+        failed = dict(results.errors)
+        done = list(results.succeeded)
+    else:
+        if len(args.names) != 1 or not args.topic:
+            raise CliError("groups delete-offsets takes one group and --topic")
+        gid = args.names[0]
+        topics = admin.list_topics()
+        if args.topic not in topics:
+            raise CliError(f"topic {args.topic!r} does not exist (kproto topics list)")
+        parts = sorted(set(args.partition)) if args.partition else \
+            sorted(topics[args.topic].partitions)
+        results = admin.delete_consumer_group_offsets(gid, [(args.topic, p) for p in parts])
+        failed = {f"{gid} {tp.topic}[{tp.partition}]": e for tp, e in results.errors.items()}
+        done = [f"{tp.topic}[{tp.partition}]" for tp in results.succeeded]
+    for what, exc in failed.items():
+        print(f"kproto groups: error: {what}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if done:
+        out(args, {"deleted": done}) if args.json else print(f"deleted {', '.join(done)}")
+    if failed:
+        raise Reported()

@@ -165,6 +165,8 @@ TOP_LEVEL = {
     "cli": "the kproto command",
     "cli_args": "its arguments",
     "cli_groups": "its groups command",
+    "cli_admin": "its admin commands (configs, acls, cluster, log-dirs, records)",
+    "cli_records": "its consume/produce extras: progress, decoded values, Parquet",
     "bench": "its decode benchmark",
     "demo": "the README's main job",
 }
