@@ -64,6 +64,7 @@ class CompletedFetch:
     #: for the metrics: bytes of the record set, the answer's high watermark and last
     #: stable offset, and which of the two the lag counts to (-1: unknown)
     nbytes: int = 0
+    bytes_counted: int = 0              # of nbytes, counted as handed out so far
     high_watermark: int = -1
     last_stable: int = -1
     watermark: int = -1
@@ -212,8 +213,10 @@ class FetchBuffer:
                 positions[tp] = f.end_position
             else:
                 positions[tp] = f.expected_position
-            if self.metrics is not None:
-                self.metrics.consumed(tp, n, f.nbytes if done else 0, positions[tp],  # type: ignore[arg-type]
+            if self.metrics is not None:      # bytes: the record set's, pro rata
+                nbytes = (f.nbytes if done else f.nbytes * f.taken // len(f)) - f.bytes_counted
+                f.bytes_counted += nbytes
+                self.metrics.consumed(tp, n, nbytes, positions[tp],  # type: ignore[arg-type]
                                       f.high_watermark, f.last_stable, f.watermark,
                                       time.monotonic())
         return Collected(pieces)

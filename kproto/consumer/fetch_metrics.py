@@ -8,8 +8,8 @@ poll (by :class:`~kproto.consumer.fetch_buffer.FetchBuffer`), never per record:
   Fetch's send to its answer), ``fetch-rate``/``fetch-total``,
   ``fetch-size-avg``/``-max`` (bytes of an answer), ``records-per-request-avg``,
   ``records-consumed-rate``/``-total`` and ``bytes-consumed-rate``/``-total``
-  (what polls handed out), ``records-lag-max`` (the largest partition lag
-  recorded in the windows);
+  (what polls handed out; bytes of the record sets, pro rata of the records),
+  ``records-lag-max`` (the largest partition lag recorded in the windows);
 - per topic (tags ``client-id``, ``topic``): ``records-consumed-rate``/``-total``,
   ``bytes-consumed-rate``/``-total``;
 - per partition (tags ``client-id``, ``topic``, ``partition``): ``records-lag``
