@@ -279,6 +279,7 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
         self._cluster: Any = None
         self._available_now = False
         self._target: dict[tuple[str, int], int] | None = None
+        self._log_ends: dict[tuple[str, int], int] | None = None     # reportLatestOffset
 
     def _driver_cluster(self) -> Any:
         from ..net.cluster import Cluster
@@ -353,6 +354,7 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
             latest = self._target
         else:
             latest = self._latest(begin)
+        self._log_ends = dict(latest)
         end = dict(latest)      # not raised to ``begin``: partitions() must see a lower end
         if limit is None or isinstance(limit, ReadAllAvailable):
             return _to_json(end)
@@ -370,6 +372,14 @@ class KprotoStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
                 known = byte_limit(start_of, known, per_offset, int(max_bytes))
             end.update(known)
         return _to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        """The log ends found by the last ``latestOffset`` (PySpark 4.2+ shows them
+        as the progress's ``latestOffset``): each partition's lag is its
+        ``latestOffset`` minus the ``endOffset`` a micro-batch read to. PySpark's
+        Python data sources cannot report custom source metrics (Spark's Kafka
+        source's ``avgOffsetsBehindLatest``): this is the lag a progress shows."""
+        return None if self._log_ends is None else _to_json(self._log_ends)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]
                    ) -> list[KafkaRange]:
