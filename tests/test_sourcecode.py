@@ -154,6 +154,8 @@ TOP_LEVEL = {
     "config_providers": "${env:...} / ${file:...} in settings, read where a client connects",
     "errors": "the exception hierarchy (leaf)",
     "structs": "TopicPartition and the other shared records (leaf)",
+    "metrics": "the metrics registry every client records into (leaf: sensors, stats)",
+    "telemetry": "a client's metrics reporters: stats_callback, KIP-714 pushes",
     "admin": "the Admin client: its parts (admin_*) together, no state beyond a Cluster",
     "admin_groups": "the group listings and descriptions it returns (every group type)",
     "admin_base": "what the Admin's parts share: settings, routing, per-resource Results",
