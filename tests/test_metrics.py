@@ -273,3 +273,24 @@ def test_stats_callback_must_be_callable() -> None:
 
     with pytest.raises(ConfigError, match="stats_callback must be callable"):
         Consumer(bootstrap_servers="127.0.0.1:1", stats_callback="print")
+
+
+@pytest.mark.broker
+@pytest.mark.brokers("mock", reason="share groups: only the mock has them")
+def test_share_consumer_request_metrics(broker) -> None:
+    from kproto import ShareConsumer
+
+    from .share_support import poll_until, share_topic
+
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p:
+        topic, group = share_topic(broker, p, 10)
+    with ShareConsumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                       fetch_max_wait_ms=100, enable_metrics_push=False) as c:
+        c.subscribe([topic])
+        poll_until(lambda: c.poll(500), lambda g: len(g) >= 10, "10 records")
+        m = c.metrics()
+    sent = value(m, "consumer-metrics", "request-total")
+    nodes = [v for n, v in m.items() if n.group == "consumer-node-metrics"
+             and n.name == "request-total"]
+    assert sent > 0 and sum(nodes) == sent
+    assert {(n.group, n.name) for n in m} <= doc_table()

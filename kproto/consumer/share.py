@@ -44,9 +44,11 @@ import numpy as np
 
 from ..config import SHARE_CONSUMER, resolve
 from ..errors import ConfigError, IllegalStateError, KprotoError
+from ..metrics import MetricName
 from ..net.cluster import Cluster
 from ..net.driver import Driver, SelectorDriver, Steps
 from ..structs import TopicPartition
+from ..telemetry import Instruments
 from .share_acks import PENDING, AcknowledgeType, InFlight
 from .share_buffer import ShareBuffer, ShareCollected, ShareRecord
 from .share_fetch import ShareSessions
@@ -94,6 +96,9 @@ class ShareConsumer:
         self._callback: AcknowledgementCommitCallback | None = None
         self._reported = 0                  # results handed to the callback so far
         self._closed = False
+        # metrics() (per-broker requests), stats_callback, KIP-714 pushes (kproto.telemetry)
+        self._instruments = Instruments(self.config, "share_consumer", self._cluster,
+                                        resource={"group_id": self.config["group_id"]})
 
     # ------------------------------------------------------------------ subscription
 
@@ -421,11 +426,18 @@ class ShareConsumer:
 
     # ------------------------------------------------------------------ closing
 
+    def metrics(self) -> dict[MetricName, float]:
+        """The share consumer's metrics now, ``{MetricName: value}``: its requests per
+        broker (``consumer-node-metrics``, ``consumer-metrics``; Java's
+        ``share-fetch-manager-metrics`` are not recorded yet)."""
+        return self._instruments.metrics()
+
     def close(self, timeout_ms: int = 30000) -> None:
         """Send what was acknowledged, close the share sessions (the broker releases
         what is still acquired) and leave the group, within ``timeout_ms``."""
         if self._closed:
             return
+        self._instruments.close(max(timeout_ms, 0) / 1000)
         try:
             if self._member is not None:
                 self._finish(time.monotonic() + max(timeout_ms, 0) / 1000)

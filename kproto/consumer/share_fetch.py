@@ -401,7 +401,7 @@ class ShareSessions:
                 raise KafkaConnectionError(f"broker {session.node} is not in the metadata")
             conn = session.conn = self._cluster.new_connection(
                 broker.address, timeout=self._cluster.request_timeout
-                + self.config["fetch_max_wait_ms"] / 1000)
+                + self.config["fetch_max_wait_ms"] / 1000, node_id=session.node)
         return conn.connect()
 
     # ------------------------------------------------------------------ commit and close
