@@ -58,18 +58,18 @@ def test_poll_returns_within_its_timeout_while_the_rebalance_is_held(broker, uni
         a.subscribe([unique_topic])
         _poll_until([a], lambda: a.assignment() == _all(unique_topic, 4), 30, "A owning all")
         b.subscribe([unique_topic])
-        took = []
+        polls = 0
         while not a._group._needs_join:          # B's JoinGroup started the rebalance
-            start = time.monotonic()
-            b.poll_batch(200)
-            took.append(time.monotonic() - start)
-            assert len(took) < 100, "A's heartbeat never saw the rebalance"
+            b.poll_batch(200)                    # (the first also finds the coordinator)
+            polls += 1
+            assert polls < 100, "A's heartbeat never saw the rebalance"
+        took = []
         for _ in range(8):                       # ... which waits for A meanwhile
             start = time.monotonic()
             assert b.poll_batch(200).num_rows == 0
             took.append(time.monotonic() - start)
         assert b.assignment() == set() and b._group.rebalancing
-        assert max(took) < 0.2 + 0.25, took
+        assert max(took) < 0.2 + 0.3, took
         _poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 60,
                     "a 2/2 split")
         assert a.assignment() | b.assignment() == _all(unique_topic, 4)
