@@ -23,6 +23,12 @@ back the connections that became readable (the consumer's poll is one)::
 
     SelectorDriver().run(answers(conn, time.monotonic() + 5))
 
+A step that must make a blocking exchange (a metadata refresh, resolving
+positions, a group's commit, opening a connection) yields an :class:`Offload`
+of it instead of making it in place: the blocking driver calls it there and
+then, the asyncio driver (:mod:`kproto.aio`) in a worker thread, so that its
+event loop never waits on a socket.
+
 :class:`SelectorDriver` is the blocking driver (a selector kept across waits).
 A driver for another I/O model - the asyncio API - implements the same two
 calls, ``wait`` and ``run``, around the same steps: its ``run`` awaits the
@@ -34,7 +40,7 @@ from __future__ import annotations
 
 import selectors
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, TypeVar
@@ -42,7 +48,7 @@ from typing import Protocol, TypeVar
 from ..errors import KafkaConnectionError
 from .blocking import BrokerConnection
 
-__all__ = ["Wait", "Steps", "Driver", "SelectorDriver"]
+__all__ = ["Wait", "Offload", "Steps", "Driver", "SelectorDriver"]
 
 T = TypeVar("T")
 
@@ -57,9 +63,19 @@ class Wait:
     deadline: float
 
 
-#: Client logic that waits: yields what it waits for, is sent what became ready,
-#: returns its result.
-Steps = Generator[Wait, list[BrokerConnection], T]
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """A blocking exchange a step needs made (``call()``, its result unused): where
+    the driver's I/O model allows blocking, in place; else off its event loop.
+    The step is sent back no connections once it is done; an exception it raises
+    ends the steps with it."""
+
+    call: Callable[[], object]
+
+
+#: Client logic that waits: yields what it waits for (or a blocking exchange to
+#: make), is sent what became ready, returns its result.
+Steps = Generator[Wait | Offload, list[BrokerConnection], T]
 
 
 class Driver(Protocol):
@@ -116,7 +132,11 @@ class SelectorDriver:
         try:
             wait = next(steps)
             while True:
-                wait = steps.send(self.wait(wait.conns, wait.deadline))
+                if isinstance(wait, Offload):
+                    wait.call()
+                    wait = steps.send([])
+                else:
+                    wait = steps.send(self.wait(wait.conns, wait.deadline))
         except StopIteration as done:
             result: T = done.value
             return result
