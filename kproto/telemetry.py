@@ -160,6 +160,7 @@ class TelemetryReporter:
         self._closing = False
         self._done = False
         self._start_ns = time.time_ns()
+        self._own: Cluster | None = None        # the thread's (see close)
         self._last: dict[MetricName, tuple[float, int]] = {}
         #: for tests and tools: the subscription in force (None: none yet)
         self.subscription: _Subscription | None = None
@@ -170,13 +171,18 @@ class TelemetryReporter:
 
     # ------------------------------------------------------------------ the client's side
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Send the terminating push (if subscribed) and stop, within ``timeout`` s."""
+    def close(self, timeout: float = 2.0) -> None:
+        """Send the terminating push (if subscribed) and stop, within ``timeout`` s
+        (a request still unanswered then is cut short: its socket is shut down)."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
+            own = self._own
+            if self._thread.is_alive() and own is not None:
+                own.abort()
+                self._thread.join(1.0)
 
     @property
     def client_instance_id(self) -> uuid.UUID | None:
@@ -198,7 +204,9 @@ class TelemetryReporter:
         try:
             if not self._broker_supports():
                 return
-            cluster = Cluster(self._config)
+            cluster = self._own = Cluster(self._config)
+            if self._closing:
+                return
             self._loop(cluster)
         except Exception:  # noqa: BLE001 - telemetry never takes the client down
             log.warning("client telemetry stopped", exc_info=True)
@@ -211,7 +219,10 @@ class TelemetryReporter:
         (no connection of our own to a broker without the APIs)."""
         while True:
             client = self._client
-            conns = [*client._connections.values(), client._bootstrap_conn]
+            try:
+                conns = [*client._connections.values(), client._bootstrap_conn]
+            except RuntimeError:        # changed size under us (the client's thread)
+                conns = []
             for conn in conns:
                 if conn is not None and conn.broker_versions:
                     versions = conn.broker_versions
@@ -346,8 +357,8 @@ class Instruments:
         """Every metric's value now (empty with ``metrics_enabled`` off)."""
         return self.registry.snapshot() if self.registry is not None else {}
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop the reporters (the terminating push first)."""
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop the reporters (the terminating push first, for at most ``timeout`` s)."""
         if self.telemetry is not None:
             self.telemetry.close(timeout)
         if self.stats is not None:

@@ -437,7 +437,7 @@ class ShareConsumer:
         what is still acquired) and leave the group, within ``timeout_ms``."""
         if self._closed:
             return
-        self._instruments.close(max(timeout_ms, 0) / 1000)
+        self._instruments.close(min(2.0, max(timeout_ms, 0) / 1000))
         try:
             if self._member is not None:
                 self._finish(time.monotonic() + max(timeout_ms, 0) / 1000)

@@ -380,7 +380,7 @@ class Producer(_ProducerCore):
             if self._txn is not None:
                 self._txn.fail_pending(KafkaConnectionError("the producer was closed"))
             self._sender.detach()
-            self._instruments.close(5.0 if deadline is None else
+            self._instruments.close(2.0 if deadline is None else
                                     max(0.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------------ transactions
