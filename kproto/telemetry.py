@@ -161,6 +161,7 @@ class TelemetryReporter:
         self._done = False
         self._start_ns = time.time_ns()
         self._own: Cluster | None = None        # the thread's (see close)
+        self._aborted = False                   # close() gave up waiting: send nothing more
         self._last: dict[MetricName, tuple[float, int]] = {}
         #: for tests and tools: the subscription in force (None: none yet)
         self.subscription: _Subscription | None = None
@@ -181,6 +182,7 @@ class TelemetryReporter:
             self._thread.join(timeout)
             own = self._own
             if self._thread.is_alive() and own is not None:
+                self._aborted = True
                 own.abort()
                 self._thread.join(1.0)
 
@@ -313,7 +315,7 @@ class TelemetryReporter:
 
     def _terminating_push(self, conn: BrokerConnection | None) -> None:
         sub = self.subscription
-        if conn is None or sub is None or sub.wanted is None:
+        if conn is None or sub is None or sub.wanted is None or self._aborted:
             return
         try:
             if self._push(conn, sub, terminating=True) == 0:

@@ -225,3 +225,26 @@ def test_delta_and_cumulative_sums() -> None:
     metric = rm.scope_metrics[0].metrics[0]
     assert metric.sum.data_points[0].as_double == 25.0
     assert metric.sum.aggregation_temporality == metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE
+
+
+def test_close_is_not_held_by_a_stalled_broker(mock: MockCluster) -> None:
+    """The terminating push gets 2 s; then the reporter's socket is shut down."""
+    mock.set_telemetry(PREFIXES, 300)
+    proxies = proxy_cluster(mock.brokers)
+    try:
+        c = Consumer(bootstrap_servers=",".join(p.address for p in proxies))
+        c.assign([("t4", 0)])
+        c.poll(100)
+        reporter = c._instruments.telemetry
+        assert reporter is not None
+        _wait(lambda: reporter.subscription is not None)
+        for proxy in proxies:
+            proxy.stall = True
+        time.sleep(0.5)                 # a push is now held by the broker
+        start = time.monotonic()
+        c.close()
+        assert time.monotonic() - start < 4.0
+        _wait(lambda: not reporter._thread.is_alive(), 5.0)
+    finally:
+        for proxy in proxies:
+            proxy.stop()
