@@ -244,3 +244,32 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
         if b2 is not None:
             b2.close()
         a.close()
+
+
+@pytest.mark.brokers("noida", "mock", reason="Tansu answers the LeaveGroup of a member whose "
+                     "JoinGroup it holds with NONE, yet keeps it in that rebalance (the leader "
+                     "assigns it partitions): docs/brokers.md")
+def test_a_member_closed_while_its_join_is_held_leaves_the_group(broker, unique_topic):
+    """B's JoinGroup is in flight (held: A has not rejoined) when B closes: B
+    sends LeaveGroup (Java's maybeLeaveGroup: a member id and not UNJOINED), so
+    A's rejoin completes at once with all the partitions, without waiting for
+    B's session to expire."""
+    broker.create_topic(unique_topic, 4)
+    settings = {**fast(broker, 30000), "max_poll_interval_ms": 60000}
+    group = f"g-{unique_topic}"
+    a = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
+    b = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
+    try:
+        a.subscribe([unique_topic])
+        _poll_until([a], lambda: a.assignment() == _all(unique_topic, 4), 30, "A owning all")
+        b.subscribe([unique_topic])
+        _poll_until([b], lambda: a._group._needs_join, 20, "B's join to start a rebalance")
+        assert b._group.member_id and b._group.rebalancing
+        b.close()
+        start = time.monotonic()
+        _poll_until([a], lambda: not a._group.rebalancing, 25, "A's rejoin")
+        assert a.assignment() == _all(unique_topic, 4)
+        assert time.monotonic() - start < 10, "A waited for B's session to expire"
+    finally:
+        b.close()
+        a.close()

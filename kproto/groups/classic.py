@@ -565,11 +565,13 @@ class GroupCoordinator(GroupMember):
         return False
 
     def _leave_group(self, reason: str) -> None:
-        """Java's ``maybeLeaveGroup``: a dynamic member of a generation sends
-        LeaveGroup (best effort, not retried: the session timeout does the rest);
-        either way this member is out of the group until it rejoins."""
+        """Java's ``maybeLeaveGroup``: a dynamic member with a member id, in a
+        generation or joining one, sends LeaveGroup (best effort, not retried:
+        the session timeout does the rest); either way this member is out of the
+        group until it rejoins."""
         with self._lock:
-            if self.instance_id is None and self._joined and self.member_id:
+            if self.instance_id is None and self.member_id and (
+                    self._joined or self._exchange is not None):
                 member = self.member_id
                 log.info("group %s: member %s leaving the group: %s", self.group_id,
                          member, reason)
@@ -609,8 +611,8 @@ class GroupCoordinator(GroupMember):
 
     def _leave(self) -> None:
         self._stop_heartbeat()
+        self._leave_group("the consumer is being closed")
         self._exchange = None
         if self._join_conn is not None:
             self._join_conn.close()
             self._join_conn = None
-        self._leave_group("the consumer is being closed")
