@@ -20,6 +20,8 @@ Plus the edge cases of Java's ConsumerMembershipManagerTest one by one.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import uuid
 
 from hypothesis import HealthCheck, settings
@@ -305,6 +307,24 @@ class MemberMachine(RuleBasedStateMachine):
         if self.m.state is M.STABLE and not self.m.reconciling:
             assert self.m.current == self.m.target
 
+    @invariant()
+    def quiet_poll_changes_nothing(self) -> None:
+        """When poll_is_quiet() lets ConsumerMembership.poll skip its duties, doing
+        them all (on a copy) changes nothing and asks for no heartbeat."""
+        if self.m.reconciling or not self.m.poll_is_quiet():
+            return
+        c = copy.deepcopy(self.m, {id(self.m.on_transition): None})
+        c.on_consumer_poll()
+        assert c.take_lost() is None
+        c.maybe_rejoin_stale_member()
+        assert c.failure is None
+        assert c.state is not M.RECONCILING
+        assert not c.should_heartbeat_now()
+        fields = [f.name for f in dataclasses.fields(Membership) if f.name != "on_transition"]
+        assert {f: getattr(c, f) for f in fields if f != "_sent"} == \
+            {f: getattr(self.m, f) for f in fields if f != "_sent"}
+        assert vars(c._sent) == vars(self.m._sent)
+
 
 TestMemberMachine = MemberMachine.TestCase
 TestMemberMachine.settings = settings(max_examples=400, stateful_step_count=50, deadline=None,
@@ -482,3 +502,31 @@ def test_consumer_protocol_refuses_the_classic_settings_set_explicitly() -> None
     assert again.explicit == settings.explicit
     resolve("consumer", {"bootstrap.servers": "127.0.0.1:1", "group.protocol": "consumer",
                          "session.timeout.ms": 1000})       # no group: nothing to refuse
+
+
+def test_poll_is_quiet_only_when_a_poll_has_nothing_to_do() -> None:
+    """ConsumerMembership.poll skips its duties when poll_is_quiet(): true only in
+    STABLE with no new subscription, lost partitions or failure waiting."""
+    tid = next(iter(TOPICS))
+    m = joined(1, [(tid, 0)])
+    assert m.state is M.RECONCILING and not m.poll_is_quiet()
+    reconcile(m)
+    assert m.state is M.ACKNOWLEDGING and not m.poll_is_quiet()
+    m.heartbeat_request()
+    assert m.state is M.STABLE and m.poll_is_quiet()
+    m.subscribe(["t0", "t1"], None)                      # the next poll takes it in
+    assert not m.poll_is_quiet()
+    m.on_consumer_poll()
+    assert m.poll_is_quiet()
+    m.on_heartbeat_error(ErrorCode.FENCED_MEMBER_EPOCH, None)
+    assert not m.poll_is_quiet()                         # lost partitions to report
+    m.take_lost()
+    m.lost_released()
+    assert m.state is M.JOINING and not m.poll_is_quiet()
+    m.heartbeat_request()
+    m.on_heartbeat_success(2, answer([]))
+    reconcile(m)
+    m.heartbeat_request()
+    assert m.state is M.STABLE and m.poll_is_quiet()
+    m.on_heartbeat_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    assert m.failure is not None and not m.poll_is_quiet()

@@ -125,6 +125,9 @@ class ConsumerMembership(GroupMember):
             return
         self.record_poll()
         with self._state_lock:
+            if self.state.poll_is_quiet():
+                self._sync()
+                return
             self.state.on_consumer_poll()
         self._release_lost()
         with self._state_lock:

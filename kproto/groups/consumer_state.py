@@ -313,6 +313,15 @@ class Membership:
         if self.state is S.FENCED:
             self.transition_to_joining()
 
+    def poll_is_quiet(self) -> bool:
+        """True when a poll has nothing to do for the membership: STABLE (lost
+        partitions, a failure and an expired poll timer wait only in FENCED, FATAL
+        and STALE; a new target makes it RECONCILING) with no new subscription. The
+        consumer's poll then skips :meth:`on_consumer_poll`, :meth:`take_lost`,
+        :meth:`maybe_rejoin_stale_member` and the reconciliation, which would leave
+        the state as it is (the common case: every poll between rebalances)."""
+        return self.state is S.STABLE and not self._subscription_updated
+
     def maybe_rejoin_stale_member(self) -> None:
         """The application polled again after max_poll_interval_ms (its lost
         partitions released first, see :meth:`take_lost`)."""
