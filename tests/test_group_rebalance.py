@@ -273,3 +273,105 @@ def test_a_member_closed_while_its_join_is_held_leaves_the_group(broker, unique_
     finally:
         b.close()
         a.close()
+
+
+COOPERATIVE = {"partition_assignment_strategy": ["cooperative-sticky"]}
+
+
+def test_a_cooperative_member_revokes_only_the_topics_it_no_longer_subscribes(
+        broker, unique_topic):
+    """Java's onJoinPrepare for COOPERATIVE: a new subscription revokes the
+    partitions of the topics left before rejoining, and keeps the others (no
+    listener call for them, their positions kept)."""
+    other = f"{unique_topic}-b"
+    broker.create_topic(unique_topic, 2)
+    broker.create_topic(other, 2)
+    events = Events()
+    c = Consumer(bootstrap_servers=broker.bootstrap, group_id=f"g-{unique_topic}",
+                 **{**fast(broker), **COOPERATIVE, "max_poll_interval_ms": 60000})
+    try:
+        c.subscribe([unique_topic, other], listener=events)
+        both = _all(unique_topic, 2) | _all(other, 2)
+        _poll_until([c], lambda: c.assignment() == both, 30, "all four partitions")
+        c.subscribe([unique_topic], listener=events)
+        _poll_until([c], lambda: len(events.events) == 3 and not c._group.rebalancing, 30,
+                    "the rejoin")
+        assert events.events == [("assigned", both), ("revoked", _all(other, 2)),
+                                  ("assigned", set())]
+        assert c.assignment() == _all(unique_topic, 2)
+    finally:
+        c.close()
+
+
+@pytest.mark.brokers("tansu", "mock", reason="noida-db never answers the rejoin of the group's "
+                     "only member (same member id, generation unchanged): docs/brokers.md")
+def test_a_cooperative_member_out_of_its_generation_loses_everything(broker, unique_topic):
+    """UNKNOWN_MEMBER_ID from a heartbeat puts a cooperative member out of the
+    group: its next poll reports every partition lost (not revoked: they may be
+    someone else's), then rejoins as a new member with nothing owned."""
+    broker.create_topic(unique_topic, 2)
+    events = Events()
+    with broker.proxied() as proxied:
+        c = Consumer(bootstrap_servers=proxied.bootstrap, group_id=f"g-{unique_topic}",
+                     enable_auto_commit=False,
+                     **{**fast(broker), **COOPERATIVE, "max_poll_interval_ms": 60000})
+        try:
+            c.subscribe([unique_topic], listener=events)
+            _poll_until([c], lambda: c.assignment() == _all(unique_topic, 2), 30,
+                        "the assignment")
+            member = c._group.member_id
+
+            def unknown_member(key, version, body):
+                if key == 12:                       # Heartbeat
+                    body["error_code"] = 25          # UNKNOWN_MEMBER_ID
+                    proxied.proxy.answer_hook = None
+                    return body
+                return None
+
+            proxied.proxy.answer_hook = unknown_member
+            _wait(lambda: not c._group._joined, 10, "the heartbeat to drop the membership")
+            _poll_until([c], lambda: len(events.events) == 3, 30, "the rejoin")
+            assert events.events == [("assigned", _all(unique_topic, 2)),
+                                     ("lost", _all(unique_topic, 2)),
+                                     ("assigned", _all(unique_topic, 2))]
+            assert c._group.member_id not in ("", member)
+        finally:
+            c.close()
+
+
+def test_the_upgrade_path_mixes_eager_and_cooperative_members(broker, unique_topic):
+    """Java's upgrade path: B lists ["cooperative-sticky", "range"] (eager), A
+    only "cooperative-sticky" (cooperative); the group uses cooperative-sticky.
+    When C (like B) joins, B revokes everything before rejoining, A only what it
+    gives up; every partition ends with one owner. (No auto-commit: noida-db
+    refuses commits during a rebalance, and a refused commit loses the
+    partitions: docs/brokers.md.)"""
+    broker.create_topic(unique_topic, 6)
+    settings = {**fast(broker), "max_poll_interval_ms": 60000, "enable_auto_commit": False}
+    group = f"g-{unique_topic}"
+    upgrading = {"partition_assignment_strategy": ["cooperative-sticky", "range"]}
+    a_events, b_events = Events(), Events()
+    a = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings, **COOPERATIVE)
+    b = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings, **upgrading)
+    c = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings, **upgrading)
+    try:
+        a.subscribe([unique_topic], listener=a_events)
+        b.subscribe([unique_topic], listener=b_events)
+        assert (a._group.protocol, b._group.protocol) == ("cooperative", "eager")
+        _poll_until([a, b], lambda: len(a.assignment()) == 3 and len(b.assignment()) == 3
+                    and not a._group.rebalancing and not b._group.rebalancing, 60, "a 3/3 split")
+        assert a._group.protocol_name == b._group.protocol_name == "cooperative-sticky"
+        a_before, b_before = a.assignment(), b.assignment()
+        a_seen, b_seen = len(a_events.events), len(b_events.events)
+        c.subscribe([unique_topic])
+        members = [a, b, c]
+        _poll_until(members, lambda: sorted(len(m.assignment()) for m in members) == [2, 2, 2]
+                    and not any(m._group.rebalancing for m in members), 60, "a 2/2/2 split")
+        assert a.assignment() | b.assignment() | c.assignment() == _all(unique_topic, 6)
+        a_revoked = [tps for kind, tps in a_events.events[a_seen:] if kind == "revoked"]
+        b_revoked = [tps for kind, tps in b_events.events[b_seen:] if kind == "revoked"]
+        assert a_revoked == [a_before - a.assignment()]
+        assert b_revoked[0] == b_before                 # eager: everything, first
+    finally:
+        for m in (c, b, a):
+            m.close()
