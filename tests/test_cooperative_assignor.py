@@ -20,15 +20,19 @@ owns, revokes what the assignment takes away and rejoins):
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kproto import protocol
+from kproto.errors import IllegalStateError
 from kproto.groups.assignors import (
     ASSIGNORS,
     MemberSubscription,
     StickyAssignor,
     get_assignor,
 )
+from kproto.groups.classic import GroupCoordinator
 from kproto.groups.cooperative import (
     COOPERATIVE,
     EAGER,
@@ -38,6 +42,7 @@ from kproto.groups.cooperative import (
     rebalance_protocol,
     withheld,
 )
+from kproto.structs import SubscriptionState
 
 from .test_assignors import assert_java_balanced, check_valid, counts, flatten, groups
 
@@ -262,3 +267,72 @@ def test_members_joining_and_leaving_never_share_a_partition(hist, data) -> None
     present = [everyone[mid] for mid in final]
     check_valid(present, ppt, final)
     assert_java_balanced(present, ppt, final)
+
+
+# --------------------------------------------------------------------------- the leader's check
+
+
+class _Metadata:
+    def partitions(self, topic: str) -> list[int]:
+        return [0, 1]
+
+
+class _Cluster:
+    """What the leader's assignment asks of the cluster: partition counts."""
+
+    request_timeout = 1.0
+    metrics = None
+    metadata = _Metadata()
+
+    def wait_for_topics(self, topics, timeout):
+        return self.metadata
+
+
+class TakesEverything:
+    """A custom cooperative assignor that breaks KIP-429's rule: it gives every
+    partition to the first member, whoever owns it."""
+
+    name = "takes-everything"
+    supported_protocols = (COOPERATIVE,)
+
+    def subscription_user_data(self, topics, owned, generation):
+        return None
+
+    def assignment_user_data(self, member_id):
+        return None
+
+    def assign(self, members, partitions_per_topic):
+        first = min(m.member_id for m in members)
+        return {m.member_id: ({t: list(range(n)) for t, n in partitions_per_topic.items()}
+                              if m.member_id == first else {}) for m in members}
+
+
+def _leader(strategy) -> GroupCoordinator:
+    from kproto.config import resolve
+
+    config = resolve("consumer", bootstrap_servers="127.0.0.1:9", group_id="g",
+                     partition_assignment_strategy=[strategy])
+    return GroupCoordinator(SubscriptionState(), _Cluster(), config)  # type: ignore[arg-type]
+
+
+def _joined(protocol_name: str, owned: dict[str, dict[str, list[int]]]) -> dict:
+    return {"protocol_name": protocol_name, "members": [
+        {"member_id": mid, "group_instance_id": None,
+         "metadata": protocol.encode_subscription({
+             "topics": ["t"], "user_data": None, "generation_id": 3, "rack_id": None,
+             "owned_partitions": [{"topic": t, "partitions": ps} for t, ps in by.items()]})}
+        for mid, by in owned.items()]}
+
+
+def test_the_leader_refuses_a_cooperative_assignment_that_moves_owned_partitions() -> None:
+    """Java's validateCooperativeAssignment: a custom cooperative assignor that
+    gives b's partition to a in the same rebalance is an IllegalStateError
+    naming it; a valid one (nothing owned elsewhere) passes."""
+    leader = _leader(TakesEverything)
+    assert leader.protocol == COOPERATIVE
+    with pytest.raises(IllegalStateError, match=r"takes-everything.*t\[1\]"):
+        leader._assign(_joined("takes-everything", {"a": {"t": [0]}, "b": {"t": [1]}}))
+    assert len(leader._assign(_joined("takes-everything", {"a": {"t": [0, 1]}, "b": {}}))) == 2
+    # the built-in one withholds such partitions itself (not checked, as in Java)
+    assert len(_leader("cooperative-sticky")._assign(
+        _joined("cooperative-sticky", {"a": {"t": [0]}, "b": {"t": [1]}}))) == 2

@@ -39,6 +39,7 @@ from ..errors import (
     CommitFailedError,
     ErrorCode,
     FencedInstanceIdError,
+    IllegalStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
     KprotoError,
@@ -50,7 +51,13 @@ from ..net.connection import Request
 from ..net.driver import SelectorDriver
 from ..protocol import ApiKey
 from ..structs import ConsumerGroupMetadata, SubscriptionState, TopicPartition
-from .cooperative import COOPERATIVE, owned_by_topic, rebalance_protocol
+from .cooperative import (
+    COOPERATIVE,
+    CooperativeStickyAssignor,
+    owned_by_topic,
+    rebalance_protocol,
+    withheld,
+)
 from .member import _COORDINATOR_GONE, GroupMember, RebalanceListener
 
 __all__ = ["CommitFailedError", "GroupCoordinator", "RebalanceListener"]
@@ -464,6 +471,15 @@ class GroupCoordinator(GroupMember):
             if all_topics else self.cluster.metadata
         counts = {t: len(meta.partitions(t)) for t in all_topics if meta.partitions(t)}
         result = assignor.assign(members, counts)
+        if self.protocol == COOPERATIVE and not isinstance(assignor, CooperativeStickyAssignor):
+            # Java's validateCooperativeAssignment (of assignors other than its own)
+            held = withheld(members, result)
+            if held:
+                raise IllegalStateError(
+                    f"group {self.group_id}: assignor {assignor.name!r} supports the "
+                    "cooperative protocol but gives partitions that other members still "
+                    "own to new owners in the same rebalance: "
+                    + ", ".join(f"{t}[{p}]" for t, p in sorted(held)))
         out = []
         for member_id, by_topic in result.items():
             out.append({"member_id": member_id, "assignment": protocol.encode_assignment({
