@@ -34,11 +34,13 @@ The membership is :mod:`kproto.groups.share`; the sessions
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -68,6 +70,30 @@ log = logging.getLogger("kproto.consumer")
 AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]],
                                           BaseException | None], None]
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _exclusive(method: _F) -> _F:
+    """One thread at a time (Java's ``acquire``/``release``): a call from a second
+    thread while one is in progress is an IllegalStateError, not a race."""
+    @functools.wraps(method)
+    def guarded(self: ShareConsumer, *args: Any, **kwargs: Any) -> Any:
+        me = threading.get_ident()
+        with self._owner_lock:
+            if self._owner is not None and self._owner != me:
+                raise IllegalStateError(
+                    f"ShareConsumer.{method.__name__}(): the share consumer is not safe "
+                    "for multi-threaded access: another thread is using it")
+            self._owner, self._depth = me, self._depth + 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            with self._owner_lock:
+                self._depth -= 1
+                if not self._depth:
+                    self._owner = None
+    return guarded  # type: ignore[return-value]
+
 
 class ShareConsumer:
     """A member of share group ``group_id``; see the module docstring.
@@ -78,7 +104,9 @@ class ShareConsumer:
     :meth:`poll`), ``fetch_max_wait_ms``, ``fetch_min_bytes``, ``fetch_max_bytes``,
     ``max_poll_interval_ms``... Consumer settings a share group decides
     (``auto_offset_reset``, ``enable_auto_commit``, ``isolation_level``...) are a
-    ConfigError, as in Java. Not thread-safe (the heartbeat runs on its own thread).
+    ConfigError, as in Java. Not thread-safe (the heartbeat runs on its own thread):
+    a call from a second thread while another is in progress (``close()`` during a
+    ``poll()``...) is an IllegalStateError, as Java's ConcurrentModificationException.
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
@@ -96,12 +124,16 @@ class ShareConsumer:
         self._callback: AcknowledgementCommitCallback | None = None
         self._reported = 0                  # results handed to the callback so far
         self._closed = False
+        self._owner_lock = threading.Lock()
+        self._owner: int | None = None      # the thread in a call now (see _exclusive)
+        self._depth = 0
         # metrics() (per-broker requests), stats_callback, KIP-714 pushes (kproto.telemetry)
         self._instruments = Instruments(self.config, "share_consumer", self._cluster,
                                         resource={"group_id": self.config["group_id"]})
 
     # ------------------------------------------------------------------ subscription
 
+    @_exclusive
     def subscribe(self, topics: Iterable[str] | str) -> None:
         """Join share group ``group_id`` reading ``topics`` (an empty list unsubscribes)."""
         from ..groups.share import ShareMembership
@@ -121,6 +153,7 @@ class ShareConsumer:
             self._member = ShareMembership(self.config)
         self._member.subscribe(frozenset(names))
 
+    @_exclusive
     def unsubscribe(self) -> None:
         """Send what was acknowledged, release the rest and leave the group."""
         self._check_open()
@@ -141,12 +174,14 @@ class ShareConsumer:
 
     # ------------------------------------------------------------------ reading
 
+    @_exclusive
     def poll(self, timeout_ms: int = 1000) -> list[ShareRecord]:
         """Records acquired within ``timeout_ms`` (returning as soon as some are; at
         most ``max_poll_records``), each a :class:`ShareRecord` with its
         ``delivery_count``."""
         return self._collect(timeout_ms, self.config["max_poll_records"]).to_records()
 
+    @_exclusive
     def poll_batch(self, timeout_ms: int = 1000) -> pyarrow.RecordBatch:
         """Every record acquired within ``timeout_ms`` (returning as soon as some are)
         as one ``pyarrow.RecordBatch``: :meth:`Consumer.poll_batch`'s columns plus
@@ -198,6 +233,7 @@ class ShareConsumer:
         RELEASE, REJECT or RENEW. Sent with the next poll or commit."""
         self.acknowledge_offset(record.topic, record.partition, record.offset, type)
 
+    @_exclusive
     def acknowledge_offset(self, topic: str, partition: int, offset: int,
                            type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
         """:meth:`acknowledge` by coordinates (Java's ``acknowledge(topic, partition,
@@ -206,6 +242,7 @@ class ShareConsumer:
         self._acknowledge(TopicPartition(topic, int(partition)),
                           np.array([offset], np.int64), np.array([kind], np.int8))
 
+    @_exclusive
     def acknowledge_batch(self, batch: Any, type: AcknowledgeType | None = None, *,
                           accept: Any = None,
                           otherwise: AcknowledgeType = AcknowledgeType.RELEASE) -> None:
@@ -215,7 +252,7 @@ class ShareConsumer:
         boolean mask (an Arrow array or a NumPy array, one value a row, no nulls)
         accepting the rows where it is true and ``otherwise`` (RELEASE or REJECT)
         the others. All or nothing: a row not in flight raises IllegalStateError
-        and acknowledges none.
+        and acknowledges none, as does a record named twice.
 
         >>> batch = consumer.poll_batch()                                # doctest: +SKIP
         >>> ok = pc.greater(pc.binary_length(batch["value"]), 0)         # doctest: +SKIP
@@ -264,7 +301,14 @@ class ShareConsumer:
                 ) -> list[tuple[InFlight, np.ndarray, np.ndarray]]:
         """Where each of ``offsets`` of ``tp`` is in flight, handed out and not yet
         acknowledged: (state, its rows, which of ``offsets``); IllegalStateError
-        naming the first that is not."""
+        naming the first that is not, or one ``offsets`` name twice."""
+        if len(offsets) > 1:
+            ordered = np.sort(offsets)
+            twice = ordered[1:][ordered[1:] == ordered[:-1]]
+            if len(twice):
+                raise IllegalStateError(
+                    f"{tp.topic}[{tp.partition}] offset {int(twice[0])} is named twice: "
+                    "a record is acknowledged once")
         found = np.zeros(len(offsets), bool)
         out = []
         for inflight in self._inflight.get(tp, []):
@@ -331,6 +375,7 @@ class ShareConsumer:
 
     # ------------------------------------------------------------------ commits
 
+    @_exclusive
     def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None
                                             ) -> None:
         """``callback(offsets, exception)`` for every acknowledgement answered, called
@@ -339,6 +384,7 @@ class ShareConsumer:
         self._check_open()
         self._callback = callback
 
+    @_exclusive
     def commit_sync(self, timeout_ms: int | None = None
                     ) -> dict[TopicPartition, BaseException | None]:
         """Send the acknowledgements (implicit mode: accepting the last poll's
@@ -357,6 +403,7 @@ class ShareConsumer:
         self._report()
         return out
 
+    @_exclusive
     def commit_async(self) -> None:
         """Send the acknowledgements now (implicit mode: accepting the last poll's
         records) without waiting; the callback gets the answers."""
@@ -432,6 +479,7 @@ class ShareConsumer:
         ``share-fetch-manager-metrics`` are not recorded yet)."""
         return self._instruments.metrics()
 
+    @_exclusive
     def close(self, timeout_ms: int = 30000) -> None:
         """Send what was acknowledged, close the share sessions (the broker releases
         what is still acquired) and leave the group, within ``timeout_ms``."""

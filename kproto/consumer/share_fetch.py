@@ -42,6 +42,7 @@ from ..errors import (
     ErrorCode,
     KafkaConnectionError,
     KprotoError,
+    ProtocolError,
     ShareSessionNotFoundError,
     error_for_code,
 )
@@ -61,6 +62,9 @@ log = logging.getLogger("kproto.consumer")
 
 _SESSION_LOST = {ErrorCode.INVALID_SHARE_SESSION_EPOCH, ErrorCode.SHARE_SESSION_NOT_FOUND}
 FINAL_EPOCH = -1
+#: More offsets than this acquired in one answer's partition is a lie, not a fetch (a
+#: broker acquires whole batches of at most max_poll_records records and some more)
+MAX_ACQUIRED_OFFSETS = 1 << 22
 
 
 class AckResult(NamedTuple):
@@ -337,6 +341,11 @@ class ShareSessions:
         ranges = p.get("acquired_records") or []
         if not ranges:
             return None
+        lie = _check_acquired(ranges)
+        if lie:                 # nothing acknowledged: the lock (or the session's close) ends
+            return ShareCompletedFetch(tp, error=ProtocolError(
+                f"ShareFetch answer for {tp.topic}[{tp.partition}] from broker "
+                f"{session.node}: {lie}"))
         first = min(r["first_offset"] for r in ranges)
         try:
             cols = decode_partition(tp, _Part(p.get("records")), first, read_committed=False,
@@ -450,6 +459,23 @@ class ShareSessions:
             if s.conn is not None:
                 s.conn.close()
         self._sessions.clear()
+
+
+def _check_acquired(ranges: list[dict[str, Any]]) -> str | None:
+    """What is wrong with an answer's AcquiredRecords (None: nothing): ranges no
+    broker sends, which would otherwise become a NumPy MemoryError or records
+    handed out with a delivery count below 1."""
+    total = 0
+    for r in ranges:
+        first, last, count = r["first_offset"], r["last_offset"], r["delivery_count"]
+        if first < 0 or last < first:
+            return f"acquired records range {first}-{last} is not a range of offsets"
+        if count < 1:
+            return f"acquired records {first}-{last} have delivery count {count}"
+        total += last - first + 1
+    if total > MAX_ACQUIRED_OFFSETS:
+        return f"{total} offsets acquired at once (more than {MAX_ACQUIRED_OFFSETS})"
+    return None
 
 
 def _stale_leader(code: int) -> bool:

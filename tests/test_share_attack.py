@@ -1,0 +1,140 @@
+"""Hostile use of the ShareConsumer (KIP-932) on librdkafka's mock cluster: odd but
+valid input, misuse from other threads, and a lying broker (answers rewritten by a
+FaultProxy). Each test here failed before its fix."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from kproto import AcknowledgeType, Producer, ShareConsumer
+from kproto.errors import IllegalStateError, ProtocolError
+from kproto.protocol import ApiKey
+
+from .share_support import SHARE_BROKERS, WAIT_S, poll_until, share_topic
+
+pytestmark = SHARE_BROKERS
+
+ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
+
+
+@pytest.fixture
+def producer(broker) -> Iterator[Producer]:
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p:
+        yield p
+
+
+def consumer(bootstrap: str, group: str, **settings) -> ShareConsumer:
+    return ShareConsumer(bootstrap_servers=bootstrap, group_id=group, fetch_max_wait_ms=100,
+                         **settings)
+
+
+def batches_of(c: ShareConsumer, n: int) -> list[pa.RecordBatch]:
+    return poll_until(lambda: [b] if (b := c.poll_batch(500)).num_rows else [],
+                      lambda g: sum(b.num_rows for b in g) >= n, f"{n} records")
+
+
+def test_a_batch_naming_a_record_twice_is_refused_whole(broker, producer) -> None:
+    """A batch concatenated with itself names every record twice: with a mask that
+    accepts one copy and rejects the other, which one wins was silent (the last);
+    it is IllegalStateError (a record is acknowledged once), and nothing is taken."""
+    topic, group = share_topic(broker, producer, 10)
+    with consumer(broker.bootstrap, group, share_acknowledgement_mode="explicit") as c:
+        c.subscribe([topic])
+        [batch] = batches_of(c, 10)
+        twice = pa.concat_batches([batch, batch])
+        mask = np.r_[np.ones(10, bool), np.zeros(10, bool)]
+        with pytest.raises(IllegalStateError, match=r"offset 0 .*twice"):
+            c.acknowledge_batch(twice, accept=mask, otherwise=REJECT)
+        with pytest.raises(IllegalStateError, match="must be acknowledged"):
+            c.poll(0)                                   # all or nothing: none taken
+        c.acknowledge_batch(batch, ACCEPT)
+        assert c.commit_sync() == {(topic, 0): None}
+
+
+def test_close_from_another_thread_during_a_poll_is_refused(broker, producer) -> None:
+    """The consumer is not thread-safe (as Java's, which throws
+    ConcurrentModificationException): close() from another thread while a poll
+    runs was an AssertionError out of the poll (its membership gone under it) and
+    the two threads on one selector; now the other thread's call is an
+    IllegalStateError and the poll goes on."""
+    topic, group = share_topic(broker, producer, 0)
+    c = consumer(broker.bootstrap, group)
+    c.subscribe([topic])
+    polling, outcome = threading.Event(), {}
+
+    def poll() -> None:
+        polling.set()
+        try:
+            outcome["poll"] = c.poll(5000)
+        except BaseException as exc:           # noqa: BLE001 - what the poll raised
+            outcome["poll"] = exc
+
+    t = threading.Thread(target=poll)
+    t.start()
+    assert polling.wait(WAIT_S)
+    try:
+        # a ShareFetch in flight: the poll is under way (it waits for 5 s at most)
+        deadline = time.monotonic() + WAIT_S
+        while not c._sessions.in_flight:
+            assert time.monotonic() < deadline, "the poll sent no ShareFetch"
+            time.sleep(0.001)
+        with pytest.raises(IllegalStateError, match="another thread"):
+            c.close()
+    finally:
+        t.join(WAIT_S)
+    assert not t.is_alive()
+    assert outcome["poll"] == []
+    c.close()
+    with pytest.raises(IllegalStateError, match="closed"):
+        c.poll(0)
+
+
+def _lie(ranges):
+    """An answer hook giving every partition of a ShareFetch answer that acquired
+    records ``ranges`` instead."""
+    def hook(key, version, body):
+        if key != ApiKey.SHARE_FETCH:
+            return None
+        for t in body.get("responses") or []:
+            for p in t["partitions"]:
+                if p.get("acquired_records"):
+                    p["acquired_records"] = ranges
+        return body
+    return hook
+
+
+@pytest.mark.parametrize("ranges, what", [
+    ([{"first_offset": 0, "last_offset": 10**15, "delivery_count": 1}], "offsets"),
+    ([{"first_offset": 9, "last_offset": 0, "delivery_count": 1}], "9-0"),
+    ([{"first_offset": 0, "last_offset": 9, "delivery_count": -3}], "delivery count -3"),
+    ([{"first_offset": -5, "last_offset": 9, "delivery_count": 1}], "-5-9"),
+], ids=["huge", "inverted", "negative-count", "negative-offset"])
+def test_a_lying_share_fetch_answer_is_a_protocol_error(broker, producer, ranges,
+                                                        what) -> None:
+    """AcquiredRecords no broker sends: a range of 10^15 offsets was a NumPy
+    MemoryError out of poll(); an inverted range was silently nothing (the records
+    locked until the timeout); a negative delivery count was handed to the
+    application. Each is a ProtocolError naming the partition and the range."""
+    topic, group = share_topic(broker, producer, 10)
+    with broker.proxied() as proxied:
+        for p in proxied.proxies:
+            p.answer_hook = _lie(ranges)
+        with consumer(proxied.bootstrap, group) as c:
+            c.subscribe([topic])
+            with pytest.raises(ProtocolError, match=rf"{topic}\[0\].*{what}"):
+                poll_until(lambda: c.poll(500), bool, "the lie")
+            for p in proxied.proxies:
+                p.answer_hook = None
+            c.close(timeout_ms=5000)
+    # the broker released them with the session: an honest answer hands them out
+    with consumer(broker.bootstrap, group) as honest:
+        honest.subscribe([topic])
+        got = poll_until(lambda: honest.poll(500), lambda g: len(g) >= 10, "10 records")
+        assert sorted(r.offset for r in got) == list(range(10))
+        assert all(r.delivery_count >= 1 for r in got)
