@@ -3,8 +3,8 @@
 The blocking driver's own behaviour on socket pairs (readiness, deadlines, a
 socket reopened under the old descriptor number), then the clients on the
 broker matrix: each waits through a driver, and the consumer's poll steps run
-unchanged under a second driver written for asyncio here, with the event loop
-free while they wait.
+unchanged under the asyncio driver (kproto/aio/driver.py), with the event loop
+free while they wait (tests/test_aio*.py test the asyncio clients).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from collections.abc import Iterator
 import pytest
 
 from kproto import Admin, Consumer, Producer, TopicPartition
-from kproto.net.driver import SelectorDriver, Steps, Wait
+from kproto.aio.driver import AsyncioDriver
+from kproto.net.driver import Offload, SelectorDriver, Steps, Wait
 
 
 class _Conn:
@@ -186,6 +187,56 @@ def test_run_drives_steps_and_returns_what_they_return(pairs) -> None:
         assert driver.wait([conn], time.monotonic() + 2) == [conn]
 
 
+def test_an_offload_is_made_in_place_by_the_blocking_driver_and_off_the_loop_by_asyncio(
+        pairs) -> None:
+    """A step's blocking exchange: the blocking driver calls it on its thread, the
+    asyncio driver on a worker thread while the loop goes on; an error it raises
+    ends the steps with it."""
+    a, a_peer = _pair(pairs)
+    conn = _Conn(a)
+
+    def steps(log: list) -> Steps[list]:
+        yield Offload(lambda: log.append(threading.current_thread().name))
+        a_peer.send(b"x")
+        ready = yield Wait([conn], time.monotonic() + 5)
+        log.append(len(ready))
+        return log
+
+    with SelectorDriver() as driver:
+        assert driver.run(steps([])) == [threading.current_thread().name, 1]
+    a.recv(1)
+
+    async def on_loop() -> tuple[list, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        def slow() -> Steps[int]:
+            yield Offload(lambda: time.sleep(0.2))
+            return 7
+
+        task = asyncio.create_task(ticker())
+        driver = AsyncioDriver()
+        got = await driver.run(steps([]))
+        assert await driver.run(slow()) == 7
+
+        def failing() -> Steps[None]:
+            yield Offload(lambda: 1 / 0)
+
+        with pytest.raises(ZeroDivisionError):
+            await driver.run(failing())
+        task.cancel()
+        return got, ticks
+
+    got, ticks = asyncio.run(on_loop())
+    assert got[0] != threading.current_thread().name and got[1] == 1
+    assert ticks >= 50, f"the loop ran {ticks} ticks during a 0.2 s offload"
+
+
 # ---------------------------------------------------------------- the clients, on brokers
 
 
@@ -227,44 +278,6 @@ def test_every_client_waits_through_a_driver(broker, unique_topic, monkeypatch) 
         assert "collect" in waits                           # Cluster.send_many
 
 
-async def _await_readable(wait: Wait) -> list:
-    """A second driver's wait: the connections' readiness awaited on the event loop."""
-    loop = asyncio.get_running_loop()
-    left = max(0.0, wait.deadline - time.monotonic())
-    if not wait.conns:
-        await asyncio.sleep(left)
-        return []
-    ready: list = []
-    woken = loop.create_future()
-
-    def readable(conn) -> None:
-        if conn not in ready:
-            ready.append(conn)
-        if not woken.done():
-            woken.set_result(None)
-
-    fds = [(conn.fileno(), conn) for conn in wait.conns]
-    for fd, conn in fds:
-        loop.add_reader(fd, readable, conn)
-    try:
-        await asyncio.wait_for(woken, left)
-    except TimeoutError:
-        pass
-    finally:
-        for fd, _ in fds:
-            loop.remove_reader(fd)
-    return ready
-
-
-async def _run_on_loop(steps: Steps):
-    try:
-        wait = next(steps)
-        while True:
-            wait = steps.send(await _await_readable(wait))
-    except StopIteration as done:
-        return done.value
-
-
 @pytest.mark.broker
 def test_the_consumers_poll_steps_run_under_an_asyncio_driver(broker, unique_topic) -> None:
     """The seam is real: the same poll logic, driven by the event loop, gets every
@@ -284,6 +297,7 @@ def test_the_consumers_poll_steps_run_under_an_asyncio_driver(broker, unique_top
             producer.flush(30)
 
         async def main() -> tuple[list, int]:
+            driver = AsyncioDriver()
             ticks = 0
 
             async def ticker() -> None:
@@ -298,7 +312,7 @@ def test_the_consumers_poll_steps_run_under_an_asyncio_driver(broker, unique_top
             got: list = []
             deadline = time.monotonic() + 30
             while len(got) < 50 and time.monotonic() < deadline:
-                batch = await _run_on_loop(
+                batch = await driver.run(
                     consumer._poll_steps(time.monotonic() + 1.0, None))
                 got += batch.to_records()
             tick_task.cancel()

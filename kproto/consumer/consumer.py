@@ -27,6 +27,7 @@ import math
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..columns import Record, RecordColumns
@@ -39,7 +40,7 @@ from ..errors import (
 )
 from ..metrics import MetricName
 from ..net.cluster import Cluster
-from ..net.driver import Driver, SelectorDriver, Steps, Wait
+from ..net.driver import Driver, Offload, SelectorDriver, Steps, Wait
 from ..structs import EARLIEST, LATEST, OffsetAndTimestamp, SubscriptionState, TopicPartition, as_tp
 from ..telemetry import Instruments
 from .fetch_buffer import Collected, FetchBuffer
@@ -281,13 +282,21 @@ class Consumer:
         (net/driver.py), so a rebalance goes on across polls and a poll returns
         at ``deadline`` however long the coordinator holds it (a cooperative
         member reads the partitions it keeps meanwhile); the rest does not wait
-        on a Fetch (position and metadata requests are blocking exchanges)."""
+        on a Fetch. Its blocking exchanges (the group's join, commits and
+        metadata checks, resolving positions, a metadata refresh, opening a
+        Fetch connection) are yielded as an ``Offload`` when due: the blocking
+        driver makes them in place, the asyncio one (kproto.aio) off its loop."""
         group = self._group
         if group is not None:
-            group.poll_within(deadline)
-            group.maybe_auto_commit()
+            if group.blocking_due():
+                yield Offload(partial(self._group_duties, group, deadline))
+            else:
+                self._group_duties(group, deadline)
         while True:
-            self._resolve_or_wait()
+            if self._fetches.connect_due() or None in self._subs.positions.values():
+                yield Offload(partial(self._fetch_duties, deadline))
+            else:
+                self._resolve_or_wait()
             got = self._buffer.collect(self._subs.positions, self._subs.is_readable,
                                       max_records)
             if got.pieces:
@@ -302,11 +311,24 @@ class Consumer:
             ready = yield wait
             self._fetches.take(ready, wait)
             if group is not None:
-                group.poll_within(deadline, ready)
+                if group.blocking_due() or any(conn in joining for conn in ready):
+                    yield Offload(partial(group.poll_within, deadline, ready))
+                else:
+                    group.poll_within(deadline, ready)
             if len(self._buffer):
                 continue
             if time.monotonic() >= deadline:
                 return got
+
+    @staticmethod
+    def _group_duties(group: GroupMember, deadline: float) -> None:
+        group.poll_within(deadline)
+        group.maybe_auto_commit()
+
+    def _fetch_duties(self, deadline: float) -> None:
+        """Positions resolved and the Fetches sent (blocking exchanges: offloaded)."""
+        self._resolve_or_wait()
+        self._fetches.send(deadline)
 
     def read_range(self, topic: str, ranges: Mapping[int, tuple[Bound, Bound]] | None = None,
                    *, timeout_ms: int | None = None, headers: bool = True) -> pyarrow.Table:

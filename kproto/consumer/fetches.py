@@ -84,6 +84,9 @@ class Fetches:
         self._conns: dict[int, BrokerConnection] = {}
         # KIP-392: the replica a leader told us to fetch a partition from, until when
         self._read_replicas: dict[TopicPartition, tuple[int, float]] = {}
+        # connect_due(): the leaders fetched from, for (metadata, assignment, paused)
+        self._leaders_of: tuple[object, ...] | None = None
+        self._leaders: set[int] = set()
 
     def close(self) -> None:
         """Close the Fetch connections (what was in flight is dropped)."""
@@ -144,6 +147,23 @@ class Fetches:
                 self._failed(node, asked.offsets)
                 continue
             self.in_flight[node] = _Fetch(req, asked, time.monotonic(), node)
+
+    def connect_due(self) -> bool:
+        """Whether :meth:`send` would now make a blocking exchange: a metadata
+        refresh, or a connection to open to a leader it fetches from (the poll
+        steps offload it then: net/driver.py ``Offload``)."""
+        if self._cluster.needs_refresh:
+            return True
+        subs, meta = self._subs, self._cluster.metadata
+        seen = self._leaders_of
+        if seen is None or seen[0] is not meta or seen[1] is not subs.assignment \
+                or seen[2] != len(subs.paused):
+            self._leaders_of = (meta, subs.assignment, len(subs.paused))
+            self._leaders = {meta.leader(*tp) for tp in subs.assignment
+                             if tp not in subs.paused}
+        conns = self._conns
+        return any(node >= 0 and (node not in conns or not conns[node].connected)
+                   for node in self._leaders)
 
     def wait(self, deadline: float) -> Wait:
         """What a poll waits for: an answer on a connection with a Fetch in flight,

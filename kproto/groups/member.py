@@ -120,6 +120,22 @@ class GroupMember:
     def record_poll(self) -> None:
         """The application polled now (``max_poll_interval_ms``)."""
 
+    def blocking_due(self) -> bool:
+        """Whether :meth:`poll_within` or :meth:`maybe_auto_commit` would now make a
+        blocking exchange: an auto-commit due, or a rebalance to start with nothing
+        in flight yet (its commit, the listener's revocation, the JoinGroup's
+        connection). The consumer's poll steps offload its duties then
+        (:class:`~kproto.net.driver.Offload`: an asyncio driver runs them off its
+        loop); an answer to take is offloaded by the steps themselves."""
+        if self.config["enable_auto_commit"] and self._joined and time.monotonic() \
+                - self._last_commit >= self.config["auto_commit_interval_ms"] / 1000:
+            return True
+        if not self._subscribed:
+            return False
+        if self._joined and self.cluster.needs_refresh:
+            return True                 # the subscribed topics' metadata checked
+        return bool(getattr(self, "rebalancing", False)) and not self.waiting_on()
+
     def _leave(self) -> None:
         """Stop heartbeats and leave the group (best effort)."""
 

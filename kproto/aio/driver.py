@@ -1,0 +1,131 @@
+"""The asyncio driver: the clients' steps (kproto/net/driver.py) run on an event loop.
+
+The same client logic the blocking driver runs - the consumer's poll, the
+share consumer's, their commits' steps - is driven here by awaiting each
+:class:`~kproto.net.driver.Wait` on the running loop (``loop.add_reader`` on
+the connections' sockets and a timer at its deadline) instead of blocking a
+thread in a selector. A step's :class:`~kproto.net.driver.Offload` (a blocking
+exchange: metadata, positions, a group's join or commit, opening a connection)
+runs in a worker thread, so the loop never waits on a socket.
+
+Cancellation: a task cancelled while its steps wait is cancelled there (the
+connections are let go of, the steps closed where they yielded: a client's
+steps hand nothing out before their last segment, see ``Consumer._poll_steps``).
+A task cancelled during an Offload cannot stop the thread: the next :meth:`run`
+of this driver waits for it first, so two exchanges of one client never overlap.
+
+Works with any asyncio event loop that implements ``add_reader`` (the default
+selector loop on Linux and macOS, uvloop); not the Windows proactor loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ..net.blocking import BrokerConnection
+from ..net.driver import Offload, Steps
+
+__all__ = ["AsyncioDriver"]
+
+T = TypeVar("T")
+
+
+class AsyncioDriver:
+    """Runs steps on the running event loop; one per client, one run at a time
+    (the async clients hold a lock around each).
+
+    >>> driver = AsyncioDriver()                                   # doctest: +SKIP
+    >>> batch = await driver.run(consumer._poll_steps(deadline, None))  # doctest: +SKIP
+    """
+
+    def __init__(self) -> None:
+        #: the thread of an Offload whose caller was cancelled: waited for first
+        self._busy: asyncio.Future[Any] | None = None
+
+    async def wait(self, conns: Sequence[BrokerConnection], deadline: float
+                   ) -> list[BrokerConnection]:
+        """The connections of ``conns`` with bytes to read (or answers already read),
+        as soon as there is one, or none at ``deadline`` (a ``time.monotonic()``
+        value); the loop runs other tasks meanwhile."""
+        kept = [conn for conn in conns if conn.buffered]
+        if kept:
+            return kept
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(max(0.0, deadline - time.monotonic()), _wake, woken)
+        ready: list[BrokerConnection] = []
+
+        def readable(conn: BrokerConnection) -> None:
+            if conn not in ready:
+                ready.append(conn)
+            _wake(woken)
+
+        fds = []
+        try:
+            for conn in conns:
+                fd = conn.fileno()
+                loop.add_reader(fd, readable, conn)
+                fds.append(fd)
+            await woken
+        finally:
+            timer.cancel()
+            for fd in fds:
+                loop.remove_reader(fd)
+        return ready
+
+    async def run(self, steps: Steps[T]) -> T:
+        """Drive ``steps`` to its end on the running loop (its Offloads in a thread)."""
+        try:
+            await self.settle()
+            wait = next(steps)
+            while True:
+                if isinstance(wait, Offload):
+                    await self.offload(wait.call)
+                    wait = steps.send([])
+                else:
+                    wait = steps.send(await self.wait(wait.conns, wait.deadline))
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        finally:
+            steps.close()
+
+    async def offload(self, call: Callable[[], Any]) -> Any:
+        """``call()`` in a worker thread (a blocking exchange), its result or error;
+        cancelling the caller leaves the thread to finish, waited for by the next
+        :meth:`run` or :meth:`settle`."""
+        await self.settle()
+        future = asyncio.get_running_loop().run_in_executor(None, call)
+        self._busy = future
+        try:
+            result = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            raise                   # the thread goes on: settle() waits for it
+        self._busy = None
+        return result
+
+    async def settle(self) -> None:
+        """Wait for the thread of an Offload whose caller was cancelled (its error,
+        if any, was its caller's to see: dropped here)."""
+        busy = self._busy
+        if busy is not None:
+            try:
+                await asyncio.shield(busy)
+            except asyncio.CancelledError:
+                if busy.done():
+                    self._busy = None
+                raise
+            except Exception:       # noqa: S110 - the cancelled caller's error
+                pass
+            self._busy = None
+
+    def close(self) -> None:
+        """Nothing held between runs (the readers are removed after each wait)."""
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
