@@ -12,6 +12,10 @@ the place of the list of fetched records.
 On the broker matrix (tests/brokers.py); a test that subscribes needs groups
 (not the mock). The KIP-392/KIP-320 tests stay on the mock: it is the
 multi-node cluster, with leader epochs (noida-db's are -1).
+
+Every test runs over each I/O driver (tests/aio_support.py): the blocking
+consumer, and the same consumer through kproto.aio.AIOConsumer on asyncio's
+event loop and uvloop's.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import pytest
 
 from kproto import Admin, Consumer, Producer, TopicPartition
 from kproto.errors import TopicAuthorizationFailedError
+from tests.aio_support import driver_fixture
 
 pytestmark = pytest.mark.broker
+consumer_driver = driver_fixture(globals())
 
 FETCH, OFFSET_COMMIT = 1, 8
 FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100,

@@ -1,0 +1,150 @@
+"""The sync client tests, run over the asyncio driver (kproto.aio) without copies.
+
+:class:`LoopConsumer` is a :class:`kproto.Consumer` whose every call goes
+through :class:`kproto.aio.AIOConsumer` on an event loop of its own (asyncio's,
+or uvloop's where installed): a coroutine is run to its end, anything else is the
+AIOConsumer's or, failing that, the inner consumer's (tests that look inside).
+A test module parametrises its ``Consumer`` over the driver with::
+
+    Consumer = driver_consumer()          # a module-level name the tests use
+    pytestmark = [...]; use the ``consumer_driver`` fixture (autouse)
+
+see tests/test_consumer_semantics.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kproto.aio import AIOConsumer
+
+try:
+    import uvloop
+except ImportError:     # pragma: no cover - in the test extra
+    uvloop = None
+
+#: the drivers a parametrised test runs over: the blocking one, asyncio's loop,
+#: uvloop's (when installed)
+DRIVERS = ["blocking", "asyncio"] + (["uvloop"] if uvloop is not None else [])
+
+
+def new_loop(kind: str) -> asyncio.AbstractEventLoop:
+    """A new event loop of ``kind`` ("asyncio" or "uvloop")."""
+    if kind == "uvloop":
+        assert uvloop is not None
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+class LoopConsumer:
+    """A blocking-looking consumer over :class:`AIOConsumer` on its own loop
+    (see the module docstring). ``cancel_rate``: the share of polls cancelled at
+    a random point of their first await (the contract test's random cancels)."""
+
+    loop_kind = "asyncio"
+
+    def __init__(self, config: dict | None = None, *, cancel_rate: float = 0.0,
+                 seed: int = 0, **settings: Any) -> None:
+        self._loop = new_loop(self.loop_kind)
+        self.aio = AIOConsumer(config, **settings)
+        self._cancel_rate = cancel_rate
+        self._random = random.Random(seed)
+        self.cancelled = 0
+
+    def _run(self, coro: Any) -> Any:
+        return self._loop.run_until_complete(coro)
+
+    def __getattr__(self, name: str) -> Any:
+        if hasattr(type(self.aio), name):
+            attr = getattr(self.aio, name)
+        else:
+            return getattr(self.aio._consumer, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._run(attr(*args, **kwargs))
+        return call
+
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list:
+        return self._maybe_cancelled(lambda: self.aio.poll(timeout_ms, max_records), [])
+
+    def poll_batch(self, timeout_ms: int = 1000) -> Any:
+        import pyarrow as pa
+
+        from kproto.columns import RecordColumns
+        empty = RecordColumns.empty().to_arrow(headers=True)
+        assert isinstance(empty, pa.RecordBatch)
+        return self._maybe_cancelled(lambda: self.aio.poll_batch(timeout_ms), empty)
+
+    def _maybe_cancelled(self, make: Callable[[], Any], nothing: Any) -> Any:
+        """The call, or - at the cancel rate - the call cancelled after a random
+        number of loop turns (0: at its first await): then ``nothing``."""
+        if not self._cancel_rate or self._random.random() >= self._cancel_rate:
+            return self._run(make())
+        turns = self._random.randrange(0, 6)
+
+        async def cancelled() -> Any:
+            task = asyncio.ensure_future(make())
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            if task.done():
+                return task.result()
+            task.cancel()
+            try:
+                return await task
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                return nothing
+        return self._run(cancelled())
+
+    def committed(self, partitions: Any) -> Any:
+        return self._run(self.aio.committed(list(partitions)))
+
+    def __iter__(self) -> Iterator[Any]:
+        while not self.aio._consumer._closed:
+            try:
+                yield self._run(self.aio.__anext__())
+            except StopAsyncIteration:
+                return
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._run(self.aio.close())
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> LoopConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class UvloopConsumer(LoopConsumer):
+    loop_kind = "uvloop"
+
+
+def consumer_class(driver: str) -> type:
+    """The consumer a test uses for ``driver`` (one of :data:`DRIVERS`)."""
+    from kproto import Consumer
+    return {"blocking": Consumer, "asyncio": LoopConsumer, "uvloop": UvloopConsumer}[driver]
+
+
+def driver_fixture(module_globals: dict[str, Any]) -> Any:
+    """An autouse fixture parametrising a test module over :data:`DRIVERS`: its
+    global ``Consumer`` is the driver's consumer class during each test."""
+
+    @pytest.fixture(params=DRIVERS, autouse=True)
+    def consumer_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+        monkeypatch.setitem(module_globals, "Consumer", consumer_class(request.param))
+        return str(request.param)
+    return consumer_driver
