@@ -55,7 +55,8 @@ class LoopConsumer:
         self.aio = AIOConsumer(config, **settings)
         self._cancel_rate = cancel_rate
         self._random = random.Random(seed)
-        self.cancelled = 0
+        self.cancelled = 0          # polls cancelled
+        self.cancelled_running = 0  # of them, once they had started
 
     def _run(self, coro: Any) -> Any:
         return self._loop.run_until_complete(coro)
@@ -101,6 +102,7 @@ class LoopConsumer:
                 return await task
             except asyncio.CancelledError:
                 self.cancelled += 1
+                self.cancelled_running += turns > 0
                 return nothing
         return self._run(cancelled())
 
