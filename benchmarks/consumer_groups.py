@@ -102,7 +102,7 @@ def produce(bootstrap: str, partitions: int, records: int, batch_bytes: int) -> 
             f"{MOCK_PARTITION_BYTES} bytes a partition): fewer --records or smaller values")
 
 
-def timed(consumer: Any, n: int, passes: int, poll: Callable[[], int],
+def timed(n: int, passes: int, poll: Callable[[], int],
           rewind: Callable[[], None], limit: float = 300.0) -> dict[str, float]:
     """Read the n records once untimed (join, warm-up), then ``passes`` times timed,
     ``rewind()`` (every partition to offset 0) before each: records/s and this
@@ -148,7 +148,7 @@ def _kproto_run(bootstrap: str, n: int, passes: int, poll_of: Callable[[Consumer
         for tp in c.assignment():
             c.seek(tp, 0)
     try:
-        return timed(c, n, passes, lambda: poll_of(c), rewind)
+        return timed(n, passes, lambda: poll_of(c), rewind)
     finally:
         c.close()
 
@@ -200,7 +200,7 @@ def confluent_consume(bootstrap: str, n: int, passes: int, partitions: int,
             c.seek(confluent_kafka.TopicPartition(tp.topic, tp.partition, 0))
     try:
         c.subscribe([TOPIC])
-        return timed(c, n, passes, poll, rewind)
+        return timed(n, passes, poll, rewind)
     finally:
         c.close()
 
