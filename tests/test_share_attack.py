@@ -138,3 +138,43 @@ def test_a_lying_share_fetch_answer_is_a_protocol_error(broker, producer, ranges
         got = poll_until(lambda: honest.poll(500), lambda g: len(g) >= 10, "10 records")
         assert sorted(r.offset for r in got) == list(range(10))
         assert all(r.delivery_count >= 1 for r in got)
+
+
+class _HeldHeartbeats:
+    """An answer hook that holds every ShareGroupHeartbeat answer (a coordinator that
+    takes its time) until released, or WAIT_S at most; ``held`` is set on the first."""
+
+    def __init__(self) -> None:
+        self.held, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, key, version, body):
+        if key == ApiKey.SHARE_GROUP_HEARTBEAT and not self.release.is_set():
+            self.held.set()
+            self.release.wait(WAIT_S)
+        return None
+
+
+def test_a_slow_heartbeat_answer_does_not_hold_up_poll_or_close(broker, producer) -> None:
+    """The heartbeat thread held the membership's lock while it waited for the
+    coordinator's answer: a poll(200) waited for it (up to the request timeout) and
+    close(timeout_ms=1000) joined the thread for the request timeout + 1 s, then
+    sent the leave with the whole request timeout again. Both keep their timeouts."""
+    topic, group = share_topic(broker, producer, 20)
+    hook = _HeldHeartbeats()
+    with broker.proxied() as proxied:
+        c = consumer(proxied.bootstrap, group, request_timeout_ms=15000)
+        try:
+            c.subscribe([topic])
+            poll_until(lambda: c.poll(500), lambda g: len(g) >= 20, "20 records")
+            for p in proxied.proxies:
+                p.answer_hook = hook
+            assert hook.held.wait(WAIT_S), "no heartbeat was sent"
+            start = time.monotonic()
+            assert c.poll(200) == []
+            assert time.monotonic() - start < 3.0
+            start = time.monotonic()
+            c.close(timeout_ms=1000)
+            assert time.monotonic() - start < 3.0
+        finally:
+            hook.release.set()
+            c.close()

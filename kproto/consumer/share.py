@@ -485,15 +485,16 @@ class ShareConsumer:
         what is still acquired) and leave the group, within ``timeout_ms``."""
         if self._closed:
             return
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         self._instruments.close(min(2.0, max(timeout_ms, 0) / 1000))
         try:
             if self._member is not None:
-                self._finish(time.monotonic() + max(timeout_ms, 0) / 1000)
+                self._finish(deadline)
         finally:
             self._closed = True
             try:
                 if self._member is not None:
-                    self._member.close()
+                    self._member.close(max(0.0, deadline - time.monotonic()))
             finally:
                 self._member = None
                 self._sessions.close()

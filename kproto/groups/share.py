@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ErrorCode, KprotoError, error_for_code
+from ..errors import ErrorCode, KafkaTimeoutError, KprotoError, error_for_code
 from ..net.blocking import BrokerConnection
 from ..net.cluster import Cluster
 from ..protocol import ApiKey
@@ -80,6 +80,8 @@ class ShareMembership:
         self._last_poll = time.monotonic()
         self._left = False                          # after max_poll_interval_ms
         self._in_group = False
+        self._closed = False
+        self._thread_done = True                    # no heartbeat thread running
 
     # ------------------------------------------------------------------ consumer side
 
@@ -91,6 +93,7 @@ class ShareMembership:
             self._sent_topics = None
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
+            self._thread_done = False
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name=f"kproto-share-heartbeat-{self.group_id}")
             self._thread.start()
@@ -120,23 +123,43 @@ class ShareMembership:
                 self._rejoin()
                 self._wake.set()
 
-    def close(self) -> None:
-        """Leave the group (epoch -1, best effort) and stop the heartbeats."""
+    def close(self, timeout: float | None = None) -> None:
+        """Leave the group (epoch -1, best effort) and stop the heartbeats, within
+        ``timeout`` seconds (default: the request timeout, for each step)."""
+        deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         self._stop.set()
         self._wake.set()
         t = self._thread
         if t is not None and t is not threading.current_thread():
-            t.join(self._cluster.request_timeout + 1)
+            t.join(self._cluster.request_timeout + 1 if deadline is None
+                   else max(0.0, deadline - time.monotonic()))
         self._thread = None
         with self._lock:
-            if self._in_group:
-                self._leave("the consumer is being closed")
-            self._drop_coordinator()
+            self._closed = True
+            if not self._thread_done:
+                # a heartbeat still waits for its answer (its own timeout ends it): no
+                # leave (the coordinator times the member out); the thread closes its
+                # connection when it ends
+                log.info("share group %s: member %s closed without leaving: a heartbeat "
+                         "is still unanswered", self.group_id, self.member_id)
+            else:
+                if self._in_group:
+                    self._leave("the consumer is being closed", deadline)
+                self._drop_coordinator()
         self._cluster.close()
 
     # ------------------------------------------------------------------ the thread
 
     def _run(self) -> None:
+        try:
+            self._beat()
+        finally:
+            with self._lock:
+                self._thread_done = True
+                if self._closed:                # close() gave up waiting for this thread
+                    self._drop_coordinator()
+
+    def _beat(self) -> None:
         backoff = self.config["retry_backoff_ms"] / 1000
         max_poll = self.config["max_poll_interval_ms"] / 1000
         next_beat = time.monotonic()
@@ -150,6 +173,8 @@ class ShareMembership:
                 if self._stop.is_set():
                     return
                 next_beat = time.monotonic()       # a new subscription: now
+            # the state under the lock, the requests without it: a poll never waits
+            # for a heartbeat's answer
             with self._lock:
                 if self._stop.is_set():
                     return
@@ -157,38 +182,51 @@ class ShareMembership:
                 if self._left:
                     next_beat = now + self._interval      # until the next poll
                     continue
-                if self._in_group and now - self._last_poll > max_poll:
-                    log.warning(
-                        "share group %s: no poll for %.1f s (max_poll_interval_ms=%d): "
-                        "leaving the group; the next poll joins again", self.group_id,
-                        now - self._last_poll, self.config["max_poll_interval_ms"])
-                    self._leave("consumer poll timeout has expired")
+                overdue = self._in_group and now - self._last_poll > max_poll
+                if not overdue and now < next_beat:
+                    continue
+                fields = self._heartbeat_fields()
+            if overdue:
+                log.warning(
+                    "share group %s: no poll for %.1f s (max_poll_interval_ms=%d): "
+                    "leaving the group; the next poll joins again", self.group_id,
+                    now - self._last_poll, self.config["max_poll_interval_ms"])
+                self._leave("consumer poll timeout has expired")
+                with self._lock:
                     self._left = True
-                    continue
-                if now < next_beat:
-                    continue
-                ok = self._heartbeat()
-                next_beat = time.monotonic() + (self._interval if ok else backoff)
-                if self._failure is not None:
-                    return
+                continue
+            ok = self._heartbeat(fields)
+            next_beat = time.monotonic() + (self._interval if ok else backoff)
+            if self._failure is not None:
+                return
 
-    def _heartbeat(self) -> bool:
-        """One ShareGroupHeartbeat (the caller holds the lock); False: retry soon."""
+    def _heartbeat_fields(self) -> dict[str, Any]:
+        """The next ShareGroupHeartbeat (the caller holds the lock): the subscription
+        only when joining or when it changed."""
         topics = self._topics
         send_topics = self.epoch == JOIN_EPOCH or self._sent_topics != topics
-        fields = {"group_id": self.group_id, "member_id": self.member_id,
-                  "member_epoch": self.epoch,
-                  "rack_id": self.config["client_rack"] if self.epoch == JOIN_EPOCH else None,
-                  "subscribed_topic_names": sorted(topics) if send_topics else None}
+        return {"group_id": self.group_id, "member_id": self.member_id,
+                "member_epoch": self.epoch,
+                "rack_id": self.config["client_rack"] if self.epoch == JOIN_EPOCH else None,
+                "subscribed_topic_names": sorted(topics) if send_topics else None}
+
+    def _heartbeat(self, fields: dict[str, Any]) -> bool:
+        """Send one ShareGroupHeartbeat (without the lock) and apply its answer (with
+        it); False: retry soon."""
         try:
             body = self._request(fields)
         except KprotoError as exc:
             log.debug("share group %s: heartbeat failed: %s", self.group_id, exc)
             return False
+        with self._lock:
+            return self._answered(fields, body)
+
+    def _answered(self, fields: dict[str, Any], body: dict[str, Any]) -> bool:
         code = body["error_code"]
         if code == ErrorCode.NONE:
-            if send_topics:
-                self._sent_topics = topics
+            sent = fields["subscribed_topic_names"]
+            if sent is not None and frozenset(sent) == self._topics:
+                self._sent_topics = self._topics     # (a subscribe since: sent next time)
             self.epoch = body["member_epoch"]
             self._in_group = True
             if body.get("heartbeat_interval_ms", 0) > 0:
@@ -220,17 +258,19 @@ class ShareMembership:
         self._sent_topics = None
         self._set_assignment({})
 
-    def _leave(self, reason: str) -> None:
-        """Epoch -1: the coordinator takes this member's partitions away at once."""
+    def _leave(self, reason: str, deadline: float | None = None) -> None:
+        """Epoch -1: the coordinator takes this member's partitions away at once
+        (the answer waited for until ``deadline``, default the request timeout)."""
         log.info("share group %s: member %s leaving: %s", self.group_id, self.member_id,
                  reason)
         try:
             self._request({"group_id": self.group_id, "member_id": self.member_id,
                            "member_epoch": LEAVE_EPOCH, "rack_id": None,
-                           "subscribed_topic_names": None})
+                           "subscribed_topic_names": None}, deadline)
         except KprotoError as exc:
             log.debug("share group %s: leave failed: %s", self.group_id, exc)
-        self._rejoin()
+        with self._lock:
+            self._rejoin()
 
     def _set_assignment(self, assignment: dict[uuid.UUID, list[int]]) -> None:
         if assignment != self._assignment:
@@ -239,13 +279,23 @@ class ShareMembership:
 
     # ------------------------------------------------------------------ coordinator
 
-    def _request(self, fields: dict[str, Any]) -> dict[str, Any]:
+    def _request(self, fields: dict[str, Any], deadline: float | None = None
+                 ) -> dict[str, Any]:
+        """One heartbeat to the coordinator (the heartbeat thread's, or close's once
+        it stopped), answered before ``deadline`` (default the request timeout)."""
+        if deadline is not None and deadline <= time.monotonic():
+            raise KafkaTimeoutError("no time left to send the heartbeat")
         conn = self._coordinator()
+        saved = conn.timeout
+        if deadline is not None:
+            conn.timeout = max(0.001, min(saved, deadline - time.monotonic()))
         try:
             body: dict[str, Any] = conn.request(ApiKey.SHARE_GROUP_HEARTBEAT, fields)
         except KprotoError:
             self._drop_coordinator()
             raise
+        finally:
+            conn.timeout = saved
         return body
 
     def _coordinator(self) -> BrokerConnection:
