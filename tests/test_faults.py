@@ -19,8 +19,10 @@ import pytest
 from kproto import Consumer, Producer, TopicPartition
 from kproto.errors import KafkaConnectionError, KafkaTimeoutError
 from kproto.testing import FaultProxy, TansuBroker
+from tests.aio_support import driver_fixture
 
 pytestmark = pytest.mark.broker
+consumer_driver = driver_fixture(globals())   # each test over each I/O driver
 
 
 @pytest.fixture

@@ -27,10 +27,12 @@ import pytest
 
 from kproto import Consumer, TopicPartition
 from kproto.errors import CommitFailedError, FencedInstanceIdError
+from tests.aio_support import driver_fixture
 
 from .test_groups import Member, _wait
 
 pytestmark = [pytest.mark.broker, pytest.mark.brokers(needs=("groups",))]
+consumer_driver = driver_fixture(globals())   # each test over each I/O driver
 
 # short enough to keep the tests quick, long enough for a loaded 2-core machine
 SESSION_MS = 3000

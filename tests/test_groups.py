@@ -20,6 +20,9 @@ import pyarrow as pa
 import pytest
 
 from kproto import Admin, Consumer, Producer, TopicPartition
+from tests.aio_support import driver_fixture
+
+consumer_driver = driver_fixture(globals())   # each test over each I/O driver
 
 GROUP_SETTINGS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500,
                   "auto_offset_reset": "earliest", "auto_commit_interval_ms": 200,
