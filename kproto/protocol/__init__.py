@@ -25,6 +25,7 @@ from typing import Any, Literal
 from ..errors import EncodeError, ProtocolError, UnsupportedVersionError
 from .apis import APIS, CONSUMER_ASSIGNMENT, CONSUMER_SUBSCRIPTION, REQUEST_HEADER, RESPONSE_HEADER
 from .engine import UNKNOWN_TAGS, MessageCodec, codec_for
+from .fetch_encode import encode_fetch
 from .keys import ApiKey
 from .schema import Api, Message
 from .versions import (
@@ -121,6 +122,10 @@ def response_header_version(api_key: int, version: int) -> int:
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
                    fields: dict[str, Any], *, header_tags: dict[int, bytes] | None = None) -> bytes:
     """A complete request frame: int32 size, request header, body."""
+    if api_key == ApiKey.FETCH and not header_tags:
+        frame = encode_fetch(version, correlation_id, client_id, fields)
+        if frame is not None:
+            return frame
     header: dict[str, Any] = {
         "request_api_key": api_key, "request_api_version": version,
         "correlation_id": correlation_id, "client_id": client_id,
