@@ -41,9 +41,15 @@ if TYPE_CHECKING:
 
 __all__ = ["AIOConsumer"]
 
-#: poll_batch converts this many rows or more to Arrow in a worker thread
-#: (the loop stays free; measured: benchmarks/bench_aio.py --probe)
-_THREAD_ROWS = 1 << 16
+#: The most rows one poll_batch hands out (the rest wait for the next): its
+#: conversion to Arrow holds the GIL, so it holds the loop however it is run
+#: (measured: benchmarks/bench_aio.py --probe, BENCHMARKS.md "asyncio").
+_BATCH_ROWS = 1 << 16
+
+#: fetch_max_bytes unless set: a Fetch answer is read and decoded on the loop,
+#: about 1.5 ms per MiB here; 4 MiB answers keep the loop's longest block
+#: under 10 ms (the blocking consumer's default is 50 MiB).
+_FETCH_MAX_BYTES = 4 << 20
 
 
 class AIOConsumer:
@@ -63,6 +69,8 @@ class AIOConsumer:
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self._consumer = Consumer(config, **settings)
         self.config = self._consumer.config
+        if "fetch_max_bytes" not in self.config.explicit:
+            self.config["fetch_max_bytes"] = _FETCH_MAX_BYTES
         self._driver = AsyncioDriver()
         self._serial = Serial(self._driver)
         #: records a poll returned to the iteration, not handed out yet
@@ -197,19 +205,15 @@ class AIOConsumer:
             return self._take_held(limit)
         return (await self._collect(timeout_ms, limit)).to_records()
 
-    async def poll_batch(self, timeout_ms: int = 1000) -> pyarrow.RecordBatch:
-        """Every record that arrives within ``timeout_ms`` (returning as soon as some
-        have) as one ``pyarrow.RecordBatch`` (Spark's Kafka columns; may be empty)."""
+    async def poll_batch(self, timeout_ms: int = 1000, max_records: int = _BATCH_ROWS
+                         ) -> pyarrow.RecordBatch:
+        """The records that arrive within ``timeout_ms`` (returning as soon as some
+        have), at most ``max_records`` (65,536: the loop is held while they become
+        Arrow columns), as one ``pyarrow.RecordBatch`` (Spark's Kafka columns; may
+        be empty)."""
         if self._held:
             self._rewind_held()
-        got = await self._collect(timeout_ms, None)
-        if len(got) < _THREAD_ROWS:
-            return got.to_arrow(headers=True)
-        try:        # a big batch: the conversion off the loop
-            return await self._driver.offload(lambda: got.to_arrow(headers=True))
-        except BaseException:
-            self._rewind(got)       # cancelled: as if never returned
-            raise
+        return (await self._collect(timeout_ms, max_records)).to_arrow(headers=True)
 
     async def getone(self, *partitions: tuple[str, int]) -> Record:
         """The next record (of ``partitions``, if given), waiting for it (aiokafka)."""
@@ -219,7 +223,7 @@ class AIOConsumer:
                 if not wanted or TopicPartition(record.topic or "", record.partition) in wanted:
                     del self._held[i]
                     return record
-            self._held.extend((await self._collect(1000, None)).to_records())
+            self._held.extend(await self._records(1000))
 
     async def getmany(self, *partitions: tuple[str, int], timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list[Record]]:
@@ -227,7 +231,7 @@ class AIOConsumer:
         ``timeout_ms``, at most ``max_records`` (of ``partitions``, if given)."""
         wanted = {as_tp(p) for p in partitions}
         if not self._held:
-            self._held.extend((await self._collect(timeout_ms, None)).to_records())
+            self._held.extend(await self._records(timeout_ms, max_records))
         limit = max_records or math.inf
         out: dict[TopicPartition, list[Record]] = {}
         kept: deque[Record] = deque()
@@ -251,7 +255,7 @@ class AIOConsumer:
         while not held:
             if self._consumer._closed:
                 raise StopAsyncIteration
-            held.extend((await self._collect(1000, None)).to_records())
+            held.extend(await self._records(1000))
         return held.popleft()
 
     async def read_range(self, topic: str, ranges: Mapping[int, tuple[Any, Any]] | None = None,
@@ -262,6 +266,13 @@ class AIOConsumer:
         consumer = self._consumer
         return await self._serial.offload(lambda: consumer.read_range(
             topic, ranges, timeout_ms=timeout_ms, headers=headers))
+
+    async def _records(self, timeout_ms: float, max_records: int | None = None
+                       ) -> list[Record]:
+        """A poll for the iteration: at most ``max_poll_records`` at a time (the
+        loop is not held while a whole fetch becomes Record objects)."""
+        limit = max_records or self.config["max_poll_records"]
+        return (await self._collect(timeout_ms, limit)).to_records()
 
     async def _collect(self, timeout_ms: float, max_records: int | None) -> Collected:
         consumer = self._consumer
@@ -295,16 +306,6 @@ class AIOConsumer:
         self._held.clear()
         for tp, offset in firsts.items():
             self._consumer.seek(tp, offset)
-
-    def _rewind(self, got: Collected) -> None:
-        """Positions back to where ``got``'s records start (they were not returned)."""
-        firsts: dict[TopicPartition, int] = {}
-        for cols, lo, _ in got.pieces:
-            tp = TopicPartition(cols.topic or "", cols.partition)
-            firsts[tp] = min(firsts.get(tp, 1 << 62), int(cols.offset[lo]))
-        for tp, offset in firsts.items():
-            if tp in self._consumer._subs.positions:
-                self._consumer.seek(tp, offset)
 
     # ------------------------------------------------------------------ life cycle
 
