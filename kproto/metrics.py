@@ -312,6 +312,14 @@ class Metrics:
             s = self._sensors[name] = Sensor(name, self, parents)
             return s, True
 
+    def record_all(self, values: Iterable[tuple[Sensor, float]], now: float) -> None:
+        """Record each ``(sensor, value)`` at ``now``, taking the lock once (what
+        a Fetch answer or a poll records)."""
+        with self.lock:
+            window, samples = self.window, self.samples
+            for sensor, value in values:
+                sensor._record(value, now, window, samples)
+
     def add_gauge(self, name: MetricName, fn: Callable[[], float]) -> None:
         """A metric read by calling ``fn`` (Java's ``Gauge``)."""
         with self.lock:

@@ -294,3 +294,70 @@ def test_share_consumer_request_metrics(broker) -> None:
              and n.name == "request-total"]
     assert sent > 0 and sum(nodes) == sent
     assert {(n.group, n.name) for n in m} <= doc_table()
+
+
+class _CountingLock:
+    """A registry lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        self.inner, self.taken = threading.RLock(), 0
+
+    def __enter__(self) -> None:
+        self.taken += 1
+        self.inner.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.release()
+
+
+def test_a_poll_records_its_fetch_metrics_at_once() -> None:
+    """What one collect hands out - here 4 partitions of 2 topics, one taken in two
+    polls - is recorded under one lock, records and bytes summed per topic (as
+    Java's FetchMetricsAggregator), the lag per partition: the same values as
+    recording each piece alone, with one lock a poll (was one per sensor per
+    partition: 12 here)."""
+    from kproto import records
+    from kproto.consumer.fetch_buffer import CompletedFetch, FetchBuffer
+    from kproto.consumer.fetch_metrics import GROUP, FetchMetrics
+
+    m = Metrics(client_id="c")
+    lock = m.lock = _CountingLock()       # type: ignore[assignment]
+    buf = FetchBuffer()
+    buf.metrics = FetchMetrics(m)
+    tps = [TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0),
+           TopicPartition("b", 3)]
+    positions: dict[TopicPartition, int | None] = {tp: 0 for tp in tps}
+    sizes = []
+
+    def fetched(n: int) -> None:
+        for i, tp in enumerate(tps):
+            at = positions[tp]
+            data = records.encode(value=[b"v"] * (n + i), base_offset=at)
+            cols = records.decode(data, topic=tp.topic, partition=tp.partition, start_offset=at)
+            buf.add([CompletedFetch(tp, at, cols, cols.next_offset, nbytes=len(data),
+                                    high_watermark=200 + i, last_stable=200 + i,
+                                    watermark=200 + i)])
+            sizes.append(len(data))
+
+    fetched(1)                            # (1, 2, 3, 4 records: the sensors made)
+    assert len(buf.collect(positions, lambda tp: True)) == 10
+    fetched(10)
+    lock.taken = 0
+    assert len(buf.collect(positions, lambda tp: True, max_records=10 + 11 + 12 + 5)) == 38
+    assert lock.taken == 1
+    snap = m.snapshot()
+    assert value(snap, GROUP, "records-consumed-total") == 48
+    assert value(snap, GROUP, "records-consumed-total", topic="a") == 3 + 21
+    assert value(snap, GROUP, "records-consumed-total", topic="b") == 7 + 17
+    for i, tp in enumerate(tps):
+        lag = 200 + i - positions[tp]      # type: ignore[operator]
+        assert value(snap, GROUP, "records-lag", topic=tp.topic, partition=tp.partition) == lag
+    lock.taken = 0
+    assert len(buf.collect(positions, lambda tp: True)) == 8 and lock.taken == 1
+    snap = m.snapshot()
+    assert value(snap, GROUP, "records-consumed-total", topic="b") == 7 + 25
+    assert value(snap, GROUP, "records-lag", topic="b", partition=3) == 203 - 17
+    assert value(snap, GROUP, "records-lag-max", topic="b", partition=3) == 203 - 4
+    assert value(snap, GROUP, "records-lag-avg", topic="b", partition=3) == \
+        (203 - 4 + 203 - 9 + 203 - 17) / 3
+    assert value(snap, GROUP, "bytes-consumed-total") == sum(sizes)

@@ -38,7 +38,7 @@ from ..structs import TopicPartition
 if TYPE_CHECKING:
     import pyarrow
 
-    from .fetch_metrics import FetchMetrics
+    from .fetch_metrics import FetchMetrics, Handed
 
 __all__ = ["CompletedFetch", "FetchBuffer", "Collected"]
 
@@ -181,6 +181,7 @@ class FetchBuffer:
         collected in this call; otherwise it waits for the next call.
         """
         pieces: list[tuple[RecordColumns, int, int]] = []
+        handed: list[Handed] | None = [] if self.metrics is not None else None
         left = max_records if max_records is not None else -1
         queue = self._queue
         while queue and left != 0:
@@ -193,6 +194,7 @@ class FetchBuffer:
                 if pieces:
                     break                   # return what came before it; raise next time
                 queue.popleft()
+                self._record(handed)
                 raise f.error
             assert tp is not None
             position = positions.get(tp)
@@ -213,10 +215,15 @@ class FetchBuffer:
                 positions[tp] = f.end_position
             else:
                 positions[tp] = f.expected_position
-            if self.metrics is not None:      # bytes: the record set's, pro rata
+            if handed is not None:          # bytes: the record set's, pro rata
                 nbytes = (f.nbytes if done else f.nbytes * f.taken // len(f)) - f.bytes_counted
                 f.bytes_counted += nbytes
-                self.metrics.consumed(tp, n, nbytes, positions[tp],  # type: ignore[arg-type]
-                                      f.high_watermark, f.last_stable, f.watermark,
-                                      time.monotonic())
+                handed.append((tp, n, nbytes, positions[tp],  # type: ignore[arg-type]
+                               f.high_watermark, f.last_stable, f.watermark))
+        self._record(handed)
         return Collected(pieces)
+
+    def _record(self, handed: list[Handed] | None) -> None:
+        """The metrics of what one collect handed out, recorded together."""
+        if handed and self.metrics is not None:
+            self.metrics.consumed(handed, time.monotonic())

@@ -1,8 +1,10 @@
 """The consumer's fetch metrics (Java's ``FetchMetricsManager`` / ``FetchMetricsRegistry``).
 
 Group ``consumer-fetch-manager-metrics``, recorded per Fetch answer (by
-:class:`~kproto.consumer.fetches.Fetches`) and per partition handed out by a
-poll (by :class:`~kproto.consumer.fetch_buffer.FetchBuffer`), never per record:
+:class:`~kproto.consumer.fetches.Fetches`) and per poll (by
+:class:`~kproto.consumer.fetch_buffer.FetchBuffer`: records and bytes summed
+per topic, the lag per partition handed out), each time under one lock of the
+registry, never per record:
 
 - client-wide (tag ``client-id``): ``fetch-latency-avg``/``-max`` (ms from a
   Fetch's send to its answer), ``fetch-rate``/``fetch-total``,
@@ -26,9 +28,13 @@ from typing import Any
 from ..metrics import Avg, Max, Metrics, Sensor, Value
 from ..structs import TopicPartition
 
-__all__ = ["FetchMetrics", "GROUP"]
+__all__ = ["FetchMetrics", "GROUP", "Handed"]
 
 GROUP = "consumer-fetch-manager-metrics"
+
+#: a partition piece a poll handed out: (tp, records, bytes, position after it,
+#: high watermark, last stable offset, the end its lag counts to)
+Handed = tuple[TopicPartition, int, int, int, int, int, int]
 
 
 class FetchMetrics:
@@ -73,33 +79,54 @@ class FetchMetrics:
 
     def fetched(self, latency: float, nbytes: int, records: int, now: float) -> None:
         """A Fetch answer of ``nbytes`` with ``records`` came ``latency`` s after its send."""
-        self._latency.record(latency * 1000, now)
-        self._size.record(nbytes, now)
-        self._per_request.record(records, now)
+        self.registry.record_all(((self._latency, latency * 1000), (self._size, nbytes),
+                                  (self._per_request, records)), now)
 
-    def consumed(self, tp: TopicPartition, records: int, nbytes: int, position: int,
-                 high_watermark: int, last_stable: int, watermark: int, now: float) -> None:
-        """A poll handed out ``records`` of ``tp`` (and the last of an answer's
-        ``nbytes``); its position is now ``position``, ``watermark`` its end."""
-        by_topic = self._topics.get(tp.topic)
-        if by_topic is None:
-            by_topic = self._topics[tp.topic] = self._topic_sensors(tp.topic)
-        if records:
-            by_topic[0].record(records, now)
-        if nbytes:
-            by_topic[1].record(nbytes, now)
-        self.lag(tp, position, high_watermark, last_stable, watermark, now)
+    def consumed(self, handed: Iterable[Handed], now: float) -> None:
+        """A poll handed out records: for each partition piece ``(tp, records,
+        nbytes, position, high_watermark, last_stable, watermark)`` - ``records``
+        of ``tp`` (and the last of an answer's ``nbytes``), its position now
+        ``position``, ``watermark`` its end. Records and bytes are summed per
+        topic (as Java's ``FetchMetricsAggregator`` sums an answer's), the lag is
+        recorded per piece; all under one lock."""
+        todo: list[tuple[Sensor, float]] = []
+        by_topic: dict[str, list[int]] = {}
+        for tp, records, nbytes, position, high, stable, end in handed:
+            sums = by_topic.get(tp.topic)
+            if sums is None:
+                sums = by_topic[tp.topic] = [0, 0]
+            sums[0] += records
+            sums[1] += nbytes
+            lag = self._lag(tp, position, high, stable, end)
+            if lag is not None:
+                todo.append(lag)
+        for topic, (records, nbytes) in by_topic.items():
+            sensors = self._topics.get(topic)
+            if sensors is None:
+                sensors = self._topics[topic] = self._topic_sensors(topic)
+            if records:
+                todo.append((sensors[0], records))
+            if nbytes:
+                todo.append((sensors[1], nbytes))
+        self.registry.record_all(todo, now)
 
     def lag(self, tp: TopicPartition, position: int, high_watermark: int, last_stable: int,
             watermark: int, now: float) -> None:
         """Partition ``tp`` is at ``position``; its log ends at ``watermark``."""
+        lag = self._lag(tp, position, high_watermark, last_stable, watermark)
+        if lag is not None:
+            self.registry.record_all((lag,), now)
+
+    def _lag(self, tp: TopicPartition, position: int, high_watermark: int, last_stable: int,
+             watermark: int) -> tuple[Sensor, float] | None:
+        """Note where ``tp`` is; its lag sensor and lag (None: its end is unknown)."""
         self.offsets[tp] = (position, high_watermark, last_stable, watermark)
         if watermark < 0:
-            return
+            return None
         s = self._partitions.get(tp)
         if s is None:
             s = self._partitions[tp] = self._partition_sensor(tp)
-        s.record(max(0, watermark - position), now)
+        return s, max(0, watermark - position)
 
     def keep(self, assigned: Iterable[TopicPartition]) -> None:
         """Drop the partition metrics of partitions no longer assigned (as Java)."""

@@ -24,26 +24,27 @@ PREFIXES = {"producer": "producer", "consumer": "consumer", "share_consumer": "c
 class NodeSensors:
     """The sensors of one broker's connections (shared by a client's connections to it)."""
 
-    __slots__ = ("requests", "sizes", "outgoing", "responses", "incoming", "latency")
+    __slots__ = ("requests", "sizes", "outgoing", "responses", "incoming", "latency",
+                 "registry")
 
     def __init__(self, requests: Sensor, sizes: Sensor, outgoing: Sensor, responses: Sensor,
-                 incoming: Sensor, latency: Sensor) -> None:
+                 incoming: Sensor, latency: Sensor, registry: Metrics) -> None:
         self.requests, self.sizes, self.outgoing = requests, sizes, outgoing
         self.responses, self.incoming, self.latency = responses, incoming, latency
+        self.registry = registry
 
     def sent(self, count: int, nbytes: int, now: float) -> None:
         """``count`` requests of ``nbytes`` in all were written."""
-        for _ in range(count):
-            self.requests.record(1.0, now)
-        self.sizes.record(nbytes / max(count, 1), now)
-        self.outgoing.record(nbytes, now)
+        self.registry.record_all([*((self.requests, 1.0),) * count,
+                                  (self.sizes, nbytes / max(count, 1)),
+                                  (self.outgoing, nbytes)], now)
 
     def received(self, latencies: list[float], nbytes: int, now: float) -> None:
         """``nbytes`` were read, completing answers that took ``latencies`` (s)."""
-        self.incoming.record(nbytes, now)
+        todo: list[tuple[Sensor, float]] = [(self.incoming, nbytes)]
         for lat in latencies:
-            self.responses.record(1.0, now)
-            self.latency.record(lat * 1000, now)
+            todo += ((self.responses, 1.0), (self.latency, lat * 1000))
+        self.registry.record_all(todo, now)
 
 
 def node_sensors(registry: Metrics, node_id: int) -> NodeSensors:
@@ -72,7 +73,7 @@ def node_sensors(registry: Metrics, node_id: int) -> NodeSensors:
         pair("bytes-received", {"rate": "incoming-byte-rate", "total": "incoming-byte-total"},
              "sum"),
         pair("request-latency", {"avg": "request-latency-avg", "max": "request-latency-max"},
-             "stats", client_wide=False))
+             "stats", client_wide=False), registry)
 
 
 def _add(registry: Metrics, s: Sensor, group: str, names: dict[str, str], kind: str,
