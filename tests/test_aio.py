@@ -23,6 +23,7 @@ import pytest
 from kproto import Consumer, Producer, TopicPartition
 from kproto.aio import AIOAdmin, AIOConsumer, AIOProducer
 from kproto.errors import IllegalStateError, KprotoError
+from kproto.producer.handoff import for_running_loop
 from tests.aio_support import DRIVERS, new_loop
 
 pytestmark = pytest.mark.broker
@@ -334,28 +335,26 @@ def test_a_delivery_error_is_raised_by_its_await(broker, unique_topic, run) -> N
 
 def test_deliveries_are_handed_to_the_loop_in_bulk(broker, unique_topic, run) -> None:
     """10 000 deliveries awaited together: every one resolves with its offset, the
-    sender thread waking the loop far fewer times than there are records."""
+    sender thread waking the loop far fewer times than there are records. A
+    blocking Producer's futures are awaitable the same way."""
     broker.create_topic(unique_topic, 1)
-    wakeups = 0
 
-    async def main() -> list[int]:
-        nonlocal wakeups
-        async with AIOProducer(bootstrap_servers=broker.bootstrap, linger_ms=5) as producer:
+    async def main() -> tuple[list[int], int, int]:
+        async with AIOProducer(bootstrap_servers=broker.bootstrap, linger_ms=300) as producer:
             deliveries = [await producer.send(unique_topic, b"v", partition=0)
                           for _ in range(10_000)]
-            handoff = producer._handoff()
-            real = handoff._wake
-
-            def counted() -> None:
-                nonlocal wakeups
-                wakeups += 1
-                real()
-            handoff._wake = counted         # type: ignore[method-assign]
+            assert not deliveries[-1].done()        # (lingering)
+            handoff = for_running_loop()
+            before = handoff.wakeups
             metas = await asyncio.gather(*deliveries)
-        return [m.offset for m in metas]
+            wakeups = handoff.wakeups - before
+        with Producer(bootstrap_servers=broker.bootstrap) as blocking:
+            more = await blocking.send(unique_topic, b"w", partition=0)
+        return [m.offset for m in metas], wakeups, more.offset
 
-    assert run(main()) == list(range(10_000))
-    assert wakeups < 1000, wakeups
+    offsets, wakeups, more = run(main())
+    assert offsets == list(range(10_000)) and more == 10_000
+    assert 0 < wakeups < 1000, wakeups
 
 
 def test_admin(broker, unique_topic, run) -> None:

@@ -200,7 +200,7 @@ def test_the_asyncio_property_cancelled_polls() -> None:
     how many more a cancel met while waiting depends on the broker's timing.)"""
     if not CANCELLED:
         pytest.skip("the property did not run")
-    print("cancelled polls (all, once running):", [sum(c) for c in zip(*CANCELLED)])
+    print("cancelled polls (all, once running):", [sum(c) for c in zip(*CANCELLED, strict=True)])
     assert sum(c - running for c, running in CANCELLED) >= 5, CANCELLED
 
 

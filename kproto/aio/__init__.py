@@ -20,8 +20,7 @@ from __future__ import annotations
 from .admin import AIOAdmin
 from .consumer import AIOConsumer
 from .driver import AsyncioDriver
-from .producer import AIOProducer, RecordDelivery
+from .producer import AIOProducer
 from .share import AIOShareConsumer
 
-__all__ = ["AIOAdmin", "AIOConsumer", "AIOProducer", "AIOShareConsumer", "AsyncioDriver",
-           "RecordDelivery"]
+__all__ = ["AIOAdmin", "AIOConsumer", "AIOProducer", "AIOShareConsumer", "AsyncioDriver"]

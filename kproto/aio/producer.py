@@ -3,10 +3,11 @@
 The producer's logic is unchanged: ``send()`` appends to the accumulator and
 the sender thread (the producer's driver, as in Java and librdkafka) batches,
 sends and resolves the futures. On the loop, ``await producer.send(...)``
-returns once the record is queued, with a :class:`RecordDelivery`: awaiting it
-gives the record's :class:`~kproto.structs.RecordMetadata` (or raises its
-delivery error). The sender thread hands finished deliveries to the loop in
-bulk: one ``call_soon_threadsafe`` wakes every waiter done since the last one.
+returns once the record is queued, with its :class:`~kproto.producer.RecordFuture`:
+awaiting it gives the record's :class:`~kproto.structs.RecordMetadata` (or
+raises its delivery error). The sender thread hands finished deliveries to the
+loop in bulk (kproto/producer/handoff.py): one ``call_soon_threadsafe`` wakes
+every waiter done since the last one.
 
 ``send`` never blocks the loop: the two things the blocking ``send`` may wait
 for - a topic's metadata, room in ``buffer_memory`` - are awaited first (in a
@@ -17,77 +18,17 @@ worker thread); only then is the record appended, on the loop. A cancelled
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..producer.producer import BatchFuture, BatchMetadata, Producer, RecordFuture
 from ..structs import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata
 
-__all__ = ["AIOProducer", "RecordDelivery"]
+__all__ = ["AIOProducer"]
 
 #: about what a record costs the buffer beyond its key and value (a bound is
 #: enough: it only decides whether to wait for room before the append)
 _RECORD_OVERHEAD = 96
-
-
-class _Handoff:
-    """Deliveries finished on the sender thread, handed to the loop's waiters."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._done: deque[asyncio.Future[None]] = deque()
-        self._scheduled = False
-
-    def waiter(self, future: RecordFuture) -> asyncio.Future[None]:
-        """A loop future done once ``future`` is."""
-        waiter: asyncio.Future[None] = self.loop.create_future()
-        future.add_done_callback(lambda _f: self._finished(waiter))
-        return waiter
-
-    def _finished(self, waiter: asyncio.Future[None]) -> None:
-        """On the sender thread (or the loop's, if already done): one wake-up for
-        every waiter finished until the loop runs it."""
-        self._done.append(waiter)
-        if not self._scheduled:
-            self._scheduled = True
-            try:
-                self.loop.call_soon_threadsafe(self._wake)
-            except RuntimeError:        # the loop is closed: nobody waits any more
-                pass
-
-    def _wake(self) -> None:
-        self._scheduled = False
-        done = self._done
-        while done:
-            waiter = done.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-
-
-class RecordDelivery:
-    """The outcome of one :meth:`AIOProducer.send`: ``await`` it for the record's
-    :class:`~kproto.structs.RecordMetadata` (raises its delivery error).
-    ``future`` is the producer's :class:`~kproto.producer.RecordFuture`."""
-
-    __slots__ = ("future", "_handoff")
-
-    def __init__(self, future: RecordFuture, handoff: _Handoff) -> None:
-        self.future = future
-        self._handoff = handoff
-
-    def done(self) -> bool:
-        return self.future.done()
-
-    def result(self) -> RecordMetadata:
-        """The metadata of a delivery that is done (else it would block: await it)."""
-        return self.future.result(0)
-
-    def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        future = self.future
-        if not future.done():
-            yield from self._handoff.waiter(future).__await__()
-        return future.result(0)
 
 
 class AIOProducer:
@@ -100,24 +41,25 @@ class AIOProducer:
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
-        self._producer = Producer(config, **settings)
-        self.config = self._producer.config
-        self._handoffs: dict[asyncio.AbstractEventLoop, _Handoff] = {}
+        self._producer = p = Producer(config, **settings)
+        self.config = p.config
+        self._send, self._acc, self._cluster = p.send, p._accumulator, p._cluster
+        #: topics whose partitions send() knows without waiting, for this metadata
+        self._known: tuple[object, set[str]] = (None, set())
+        #: below this many queued bytes, any record fits (max_request_size bounds one)
+        self._roomy = max(0, p.config["buffer_memory"] - p.config["max_request_size"])
 
     async def send(self, topic: str, value: Any = None, key: Any = None,
                    partition: int | None = None, timestamp_ms: int | None = None,
-                   headers: Any = None) -> RecordDelivery:
+                   headers: Any = None) -> RecordFuture:
         """Queue one record (:meth:`Producer.send`'s values, aiokafka's argument
-        order); returns once it is queued, with its :class:`RecordDelivery`."""
-        p = self._producer
-        acc = p._accumulator
-        size = _RECORD_OVERHEAD + _size(value) + _size(key)
-        snapshot, cache = p._parts_cache
-        if snapshot is not p._cluster.metadata or topic not in cache \
-                or acc.queued_bytes + size > acc.buffer_memory:
-            await asyncio.get_running_loop().run_in_executor(None, self._make_room, topic, size)
-        future = p.send(topic, value, key, headers, partition, timestamp_ms)
-        return RecordDelivery(future, self._handoff())
+        order); returns once it is queued, with its future: ``await`` it for the
+        record's metadata."""
+        meta, known = self._known
+        if topic not in known or meta is not self._cluster.metadata \
+                or self._acc.queued_bytes > self._roomy:
+            await self._make_room(topic, _RECORD_OVERHEAD + _size(value) + _size(key))
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
                             partition: int | None = None, timestamp_ms: int | None = None,
@@ -203,23 +145,27 @@ class AIOProducer:
 
     # ------------------------------------------------------------------ internals
 
-    def _handoff(self) -> _Handoff:
-        loop = asyncio.get_running_loop()
-        handoff = self._handoffs.get(loop)
-        if handoff is None:
-            self._handoffs = {lp: h for lp, h in self._handoffs.items() if not lp.is_closed()}
-            handoff = self._handoffs[loop] = _Handoff(loop)
-        return handoff
-
-    def _make_room(self, topic: str, size: int) -> None:
-        """On a worker thread: the topic's metadata and room for ``size`` bytes
-        (``max_block_ms`` at most each, as the blocking send)."""
-        p = self._producer
-        p._accumulator.check_usable()
-        p._partitions(topic)
-        acc = p._accumulator
-        with acc.cond:
-            acc._wait_for_buffer(size)
+    async def _make_room(self, topic: str, size: int) -> None:
+        """The topic's metadata and room for ``size`` bytes (``max_block_ms`` at most
+        each, as the blocking send): at once when there are, else in a worker thread."""
+        p, acc = self._producer, self._acc
+        acc.check_usable()
+        meta = self._cluster.metadata
+        if meta.partitions(topic) and acc.queued_bytes + size <= acc.buffer_memory:
+            pass
+        else:
+            def wait() -> None:
+                p._partitions(topic)
+                with acc.cond:
+                    acc._wait_for_buffer(size)
+            await asyncio.get_running_loop().run_in_executor(None, wait)
+            meta = self._cluster.metadata
+        if meta.partitions(topic):
+            seen, known = self._known
+            if seen is not meta:
+                known = set()
+            known.add(topic)
+            self._known = (meta, known)
 
     async def _blocking(self, call: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, call, *args)

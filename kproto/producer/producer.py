@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -68,6 +68,7 @@ from .accumulator import (
     wait_done,
 )
 from .columns import checked_table
+from .handoff import for_running_loop
 from .idempotence import IdempotenceState
 from .partitioner import partitions_for_keys
 from .sender import Sender
@@ -100,7 +101,8 @@ class RecordFuture(_FutureCore):
     """The outcome of one :meth:`Producer.send`: a :class:`RecordMetadata` or an error.
 
     Like :class:`concurrent.futures.Future`: ``result()``, ``exception()``,
-    ``done()``, ``add_done_callback()`` (called on the sender thread).
+    ``done()``, ``add_done_callback()`` (called on the sender thread); on an
+    event loop, ``await future`` gives the metadata without blocking it.
     """
 
     __slots__ = ()
@@ -127,6 +129,13 @@ class RecordFuture(_FutureCore):
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
         if not self._batch.add_callback(self._index, lambda _b, _i: fn(self)):
             fn(self)
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        """``await future`` on an event loop: the record's metadata (or its error),
+        handed from the sender thread to the loop (kproto/producer/handoff.py)."""
+        if not self.done():
+            yield from for_running_loop().waiter(self).__await__()
+        return self.result(0)
 
     def __repr__(self) -> str:
         batch, _ = self._batch.leaf(self._index)
