@@ -20,7 +20,9 @@ median and the spread (min-max) of records/s are reported.
 
 ``--probe``: the event-loop latency probe - a task that sleeps 1 ms in a loop
 records its worst lateness while kproto.aio consumes the topic (``async for`` and
-``poll_batch``): how long the loop was blocked at most.
+``poll_batch``): how long the loop was blocked at most; and the part of it this
+process spent on a CPU (a shared machine also deschedules it); and ``async for``
+again with Python's collector off (its full collections are the longest blocks).
 
     .venv/bin/python benchmarks/bench_aio.py --records 1000000 --rounds 3 --probe
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import sys
 import time
@@ -354,11 +357,19 @@ def main() -> None:
             print(f"\n| event-loop probe during a consume of {t.total:,} records | worst "
                   "lateness, ms (each round) | of it with this process on a CPU, ms |"
                   "\n|---|---:|---:|")
-            for name, coro_fn in [("kproto.aio async for", aio_async_for),
-                                  ("kproto.aio await poll_batch()", aio_poll_batch)]:
+            for name, coro_fn, collector in [
+                    ("kproto.aio async for", aio_async_for, True),
+                    ("kproto.aio await poll_batch()", aio_poll_batch, True),
+                    ("kproto.aio async for, gc.disable()", aio_async_for, False)]:
                 worsts, cpus = [], []
                 for _ in range(args.rounds):
-                    got, worst, cpu = asyncio.run(probe(coro_fn(b, t, n)))
+                    if not collector:
+                        gc.collect()
+                        gc.disable()    # what the loop's own code blocks, without
+                    try:                # Python's full collections of the heap
+                        got, worst, cpu = asyncio.run(probe(coro_fn(b, t, n)))
+                    finally:
+                        gc.enable()
                     assert got >= n
                     worsts.append(worst * 1000)
                     cpus.append(cpu * 1000)
