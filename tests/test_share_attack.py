@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from kproto import AcknowledgeType, Producer, ShareConsumer
-from kproto.errors import IllegalStateError, ProtocolError
+from kproto.errors import ConfigError, IllegalStateError, ProtocolError
 from kproto.protocol import ApiKey
 
 from .share_support import SHARE_BROKERS, WAIT_S, poll_until, share_topic
@@ -178,3 +178,14 @@ def test_a_slow_heartbeat_answer_does_not_hold_up_poll_or_close(broker, producer
         finally:
             hook.release.set()
             c.close()
+
+
+@pytest.mark.parametrize("setting", [{"max_poll_records": 0}, {"max_poll_records": -1},
+                                     {"max_poll_interval_ms": 0}, {"fetch_max_wait_ms": -1}])
+def test_settings_below_javas_bounds_are_refused(setting) -> None:
+    """max_poll_records=0 made poll() spin forever whatever its timeout (records
+    buffered, none to hand out); -1 handed out every record at once and asked the
+    broker for -1. Java's bounds (at least 1; fetch_max_wait_ms at least 0)."""
+    [(key, value)] = setting.items()
+    with pytest.raises(ConfigError, match=rf"{key} must be at least \d+, not {value}"):
+        ShareConsumer(bootstrap_servers="127.0.0.1:1", group_id="g", **setting)

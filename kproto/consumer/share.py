@@ -111,6 +111,10 @@ class ShareConsumer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.config = resolve(SHARE_CONSUMER, config, **settings)
+        for key, least in (("max_poll_records", 1), ("max_poll_interval_ms", 1),
+                           ("fetch_max_wait_ms", 0)):      # Java's atLeast bounds
+            if self.config[key] < least:
+                raise ConfigError(f"{key} must be at least {least}, not {self.config[key]}")
         self._explicit = self.config["share_acknowledgement_mode"] == "explicit"
         self._cluster = Cluster(self.config)
         self._driver: Driver = SelectorDriver()
@@ -218,10 +222,9 @@ class ShareConsumer:
             self._send(deadline)
             wait = self._sessions.wait(deadline)
             self._sessions.take((yield wait))
-            if len(self._buffer):
-                continue
-            if time.monotonic() >= deadline:
-                return got
+            if time.monotonic() >= deadline:        # what arrived, if anything
+                self._apply_assignment()
+                return self._buffer.collect(max_records)
 
     def _send(self, deadline: float | None = None) -> None:
         self._sessions.send(self._assigned, self._buffer.partitions(), deadline)
