@@ -189,3 +189,33 @@ def test_settings_below_javas_bounds_are_refused(setting) -> None:
     [(key, value)] = setting.items()
     with pytest.raises(ConfigError, match=rf"{key} must be at least \d+, not {value}"):
         ShareConsumer(bootstrap_servers="127.0.0.1:1", group_id="g", **setting)
+
+
+def test_a_batch_with_null_or_missing_coordinates_is_refused(broker, producer) -> None:
+    """A null topic in a batch to acknowledge became topic index 0 (NaN cast to int64,
+    shifted out): the row silently acknowledged a record of the batch's first topic.
+    A null or negative partition, a missing column, or something not a batch was an
+    IndexError, KeyError or AttributeError, or an error naming partition 4294967295."""
+    topic, group = share_topic(broker, producer, 10)
+    with consumer(broker.bootstrap, group, share_acknowledgement_mode="explicit") as c:
+        c.subscribe([topic])
+        [batch] = batches_of(c, 10)
+
+        def table(topics, partitions, offsets=(0, 1)):
+            return pa.table({"topic": pa.array(topics, pa.string()),
+                             "partition": pa.array(partitions, pa.int32()),
+                             "offset": pa.array(list(offsets), pa.int64())})
+
+        for bad, message in [
+                (table([topic, None], [0, 0]), "'topic' column has nulls"),
+                (table([topic, topic], [0, None]), "'partition' column has nulls"),
+                (table([topic, topic], [0, -1]), "'partition' column has partition -1"),
+                (table([topic, topic], [0, 0], [0, None]), "'offset' column has nulls"),
+                (batch.drop_columns(["offset"]), "no 'offset' column"),
+                ([("t", 0, 1)], "not list")]:
+            with pytest.raises(ValueError, match=message):
+                c.acknowledge_batch(bad)
+        with pytest.raises(IllegalStateError, match="10 returned by the last poll are not"):
+            c.poll(0)                                   # none of them acknowledged
+        c.acknowledge_batch(batch)
+        assert c.commit_sync() == {(topic, 0): None}

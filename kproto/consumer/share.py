@@ -262,7 +262,10 @@ class ShareConsumer:
         >>> consumer.acknowledge_batch(batch, accept=ok, otherwise=AcknowledgeType.REJECT)
         """
         self._check_explicit()
-        n = batch.num_rows
+        n = getattr(batch, "num_rows", None)
+        if not isinstance(n, int):
+            raise ValueError(f"acknowledge_batch(): an Arrow table or record batch (what "
+                             f"poll_batch() returned), not {batch.__class__.__name__}")
         if accept is not None:
             if type is not None:
                 raise ValueError("acknowledge_batch(): give a type or an accept mask, not both")
@@ -273,9 +276,7 @@ class ShareConsumer:
             kinds = np.full(n, self._ack_type(type or AcknowledgeType.ACCEPT), np.int8)
         if not n:
             return
-        topics = batch.column("topic")
-        parts = np.asarray(batch.column("partition").to_numpy(zero_copy_only=False), np.int64)
-        offsets = np.asarray(batch.column("offset").to_numpy(zero_copy_only=False), np.int64)
+        topics, parts, offsets = _coordinates(batch)
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -529,6 +530,24 @@ class ShareConsumer:
     def _check_open(self) -> None:
         if self._closed:
             raise IllegalStateError("the share consumer is closed")
+
+
+def _coordinates(batch: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The ``topic`` column and the ``partition`` and ``offset`` ones as int64 of a batch
+    to acknowledge: ValueError naming a column missing, with nulls or out of range
+    (a null topic would otherwise acknowledge a record of another topic)."""
+    names = set(batch.schema.names)
+    for column in ("topic", "partition", "offset"):
+        if column not in names:
+            raise ValueError(f"acknowledge_batch(): the batch has no {column!r} column")
+        if batch.column(column).null_count:
+            raise ValueError(f"acknowledge_batch(): the {column!r} column has nulls")
+    parts = np.asarray(batch.column("partition").to_numpy(zero_copy_only=False), np.int64)
+    offsets = np.asarray(batch.column("offset").to_numpy(zero_copy_only=False), np.int64)
+    if len(parts) and not (0 <= parts.min() and parts.max() < 2**31):
+        raise ValueError("acknowledge_batch(): the 'partition' column has partition "
+                         f"{int(parts.min() if parts.min() < 0 else parts.max())}")
+    return batch.column("topic"), parts, offsets
 
 
 def _mask(accept: Any, n: int) -> np.ndarray:
