@@ -69,7 +69,10 @@ def test_poll_returns_within_its_timeout_while_the_rebalance_is_held(broker, uni
             assert b.poll_batch(200).num_rows == 0
             took.append(time.monotonic() - start)
         assert b.assignment() == set() and b._group.rebalancing
-        assert max(took) < 0.2 + 0.3, took
+        # each within its timeout (a loaded machine may delay one: the median is
+        # strict, the worst bounded; a poll that waited for the join took seconds)
+        assert sorted(took)[len(took) // 2] < 0.2 + 0.1, took
+        assert max(took) < 0.2 + 1.0, took
         _poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 60,
                     "a 2/2 split")
         assert a.assignment() | b.assignment() == _all(unique_topic, 4)
@@ -138,7 +141,9 @@ def join_during_traffic(broker, topic: str, strategy: str) -> dict:
     records the first two read between the third's subscribe and its first
     partitions, and every record read (checked exactly once)."""
     broker.create_topic(topic, 6)
-    settings = {**fast(broker), "partition_assignment_strategy": [strategy],
+    # (a session long enough for a loaded machine: a member whose JoinGroup is
+    # held sends no heartbeats, as Java's)
+    settings = {**fast(broker, 10000), "partition_assignment_strategy": [strategy],
                 "max_poll_interval_ms": 60000, "auto_commit_interval_ms": 200}
     group = f"g-{topic}"
     feeder = Feeder(broker.bootstrap, topic, 6)
