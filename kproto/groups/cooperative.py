@@ -135,9 +135,4 @@ def owned_by_topic(tps: Iterable[Any]) -> dict[str, list[int]]:
     return {t: sorted(ps) for t, ps in out.items()}
 
 
-def supported(assignor: Any, protocol: str) -> bool:
-    """Whether ``assignor`` supports the rebalance ``protocol``."""
-    return protocol in getattr(assignor, "supported_protocols", (EAGER,))
-
-
 register_assignor(CooperativeStickyAssignor)
