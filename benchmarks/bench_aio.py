@@ -20,8 +20,8 @@ median and the spread (min-max) of records/s are reported.
 
 ``--probe``: the event-loop latency probe - a task that sleeps 1 ms in a loop
 records its worst lateness while kproto.aio consumes the topic (``async for`` and
-``poll_batch``): how long the loop was blocked at most; and the part of it this
-process spent on a CPU (a shared machine also deschedules it); and ``async for``
+``poll_batch``): how long the loop was blocked at most; and the part of it the
+loop's thread spent on a CPU (a shared machine also deschedules it); and ``async for``
 again with Python's collector off (its full collections are the longest blocks).
 
     .venv/bin/python benchmarks/bench_aio.py --records 1000000 --rounds 3 --probe
@@ -252,20 +252,21 @@ def on_loop(coro_fn: Callable[..., Awaitable[int]], *args: Any) -> Callable[[], 
 
 async def probe(coro: Awaitable[int]) -> tuple[int, float, float]:
     """``coro`` with a 1 ms sleeper beside it: (its result, the worst lateness in s,
-    the worst lateness this process spent on a CPU, in s). On a shared machine a
-    late tick may be the process waiting for a core (the second number leaves that
-    out: lateness counts only up to the CPU time this process used meanwhile)."""
+    the worst lateness the loop's thread spent on a CPU, in s). On a shared machine
+    a late tick may be the process waiting for a core (the second number leaves
+    that out: lateness counts only up to the CPU time the loop's thread used
+    meanwhile, i.e. the code that held the loop)."""
     worst = worst_cpu = 0.0
     ticks = 0
 
     async def ticker() -> None:
         nonlocal worst, worst_cpu, ticks
         while True:
-            start, cpu = time.perf_counter(), time.process_time()
+            start, cpu = time.perf_counter(), time.thread_time()
             await asyncio.sleep(0.001)
             late = time.perf_counter() - start - 0.001
             worst = max(worst, late)
-            worst_cpu = max(worst_cpu, min(late, time.process_time() - cpu))
+            worst_cpu = max(worst_cpu, min(late, time.thread_time() - cpu))
             ticks += 1
 
     task = asyncio.ensure_future(ticker())
@@ -335,9 +336,11 @@ def main() -> None:
         print("| client | records/s (median) | spread (min-max) |")
         print("|---|---:|---:|")
         for name, rs in rates.items():
+            if not rs:
+                continue
             print(f"| {name} | {statistics.median(rs):,.0f} | "
                   f"{min(rs):,.0f} - {max(rs):,.0f} |")
-        med = {k: statistics.median(v) for k, v in rates.items()}
+        med = {k: statistics.median(v) for k, v in rates.items() if v}
 
         def ratio(a: str, b_: str) -> str:
             return f"{med[a] / med[b_]:.2f}x" if a in med and b_ in med else "-"
@@ -355,12 +358,13 @@ def main() -> None:
             print(f"| {a} / {b_} | {ratio(a, b_)} |")
         if args.probe:
             print(f"\n| event-loop probe during a consume of {t.total:,} records | worst "
-                  "lateness, ms (each round) | of it with this process on a CPU, ms |"
+                  "lateness, ms (each round) | of it the loop's thread on a CPU, ms |"
                   "\n|---|---:|---:|")
             for name, coro_fn, collector in [
                     ("kproto.aio async for", aio_async_for, True),
                     ("kproto.aio await poll_batch()", aio_poll_batch, True),
-                    ("kproto.aio async for, gc.disable()", aio_async_for, False)]:
+                    ("kproto.aio async for, gc.disable()", aio_async_for, False),
+                    ("kproto.aio await poll_batch(), gc.disable()", aio_poll_batch, False)]:
                 worsts, cpus = [], []
                 for _ in range(args.rounds):
                     if not collector:

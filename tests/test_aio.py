@@ -395,3 +395,39 @@ def test_one_loop_thread_only(broker, unique_topic) -> None:
 
     assert asyncio.run(main()) == 20
     assert threads == {threading.current_thread().name}
+
+
+def test_a_consumer_reading_a_backlog_lets_other_tasks_run(broker, unique_topic, run) -> None:
+    """Polls served from the fetch buffer do not wait on the network; each still
+    gives the loop a turn, so a task reading a backlog never starves the others
+    (a turn per poll: every max_poll_records records, every poll_batch)."""
+    _fill(broker, unique_topic, 50_000)
+
+    async def main() -> tuple[int, int, int]:
+        turns = 0
+
+        async def other() -> None:
+            nonlocal turns
+            while True:
+                await asyncio.sleep(0)
+                turns += 1
+
+        async with AIOConsumer(bootstrap_servers=broker.bootstrap, max_poll_records=500,
+                               **FAST) as c:
+            c.assign([(unique_topic, 0)])
+            while not await c.poll(1000, max_records=1):    # (the first Fetch answered)
+                pass
+            task = asyncio.ensure_future(other())
+            await asyncio.sleep(0)
+            start, n = turns, 1
+            async for _ in c:
+                n += 1
+                if n == 50_000:
+                    break
+            during = turns - start
+            task.cancel()
+        return n, during, 0
+
+    n, during, _ = run(main())
+    assert n == 50_000
+    assert during >= 90, f"another task ran {during} times during 100 polls"

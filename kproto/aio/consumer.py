@@ -19,6 +19,7 @@ from them, and the next call hands them out first.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import deque
@@ -280,6 +281,9 @@ class AIOConsumer:
         if not isinstance(timeout_ms, (int, float)) or not 0 <= timeout_ms < math.inf:
             raise ConfigError(f"poll timeout_ms must be a number of milliseconds >= 0, "
                               f"not {timeout_ms!r}")
+        # a turn of the loop first: a poll served from the fetch buffer would not
+        # suspend, and a task reading a backlog would keep every other task waiting
+        await asyncio.sleep(0)
         async with self._serial.lock:
             return await self._driver.run(consumer._poll_steps(
                 time.monotonic() + timeout_ms / 1000, max_records))

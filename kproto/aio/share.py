@@ -12,6 +12,7 @@ and the next poll returns them (they are not released, nor delivered twice).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -152,6 +153,7 @@ class AIOShareConsumer:
             if not len(c._buffer):
                 c._send(deadline)
 
+        await asyncio.sleep(0)          # a turn of the loop, however much is buffered
         async with self._serial.lock:
             await self._driver.offload(duties)
             return await self._driver.run(c._poll_steps(deadline, max_records))
