@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from kproto.aio import AIOConsumer
+from kproto.aio import AIOConsumer, AIOShareConsumer
 
 try:
     import uvloop
@@ -48,17 +48,20 @@ class LoopConsumer:
     a random point of their first await (the contract test's random cancels)."""
 
     loop_kind = "asyncio"
+    aio_class: Any = AIOConsumer
 
     def __init__(self, config: dict | None = None, *, cancel_rate: float = 0.0,
                  seed: int = 0, **settings: Any) -> None:
+        self.aio = self.aio_class(config, **settings)    # (a ConfigError: no loop made)
         self._loop = new_loop(self.loop_kind)
-        self.aio = AIOConsumer(config, **settings)
         self._cancel_rate = cancel_rate
         self._random = random.Random(seed)
         self.cancelled = 0          # polls cancelled
         self.cancelled_running = 0  # of them, once they had started
 
     def _run(self, coro: Any) -> Any:
+        if self._loop.is_closed():      # closed: the call's own error, on a loop of its own
+            return asyncio.run(coro)
         return self._loop.run_until_complete(coro)
 
     def __getattr__(self, name: str) -> Any:
@@ -116,11 +119,11 @@ class LoopConsumer:
             except StopAsyncIteration:
                 return
 
-    def close(self) -> None:
+    def close(self, *args: Any) -> None:
         if self._loop.is_closed():
             return
         try:
-            self._run(self.aio.close())
+            self._run(self.aio.close(*args))
         finally:
             self._loop.close()
 
@@ -135,18 +138,44 @@ class UvloopConsumer(LoopConsumer):
     loop_kind = "uvloop"
 
 
-def consumer_class(driver: str) -> type:
-    """The consumer a test uses for ``driver`` (one of :data:`DRIVERS`)."""
-    from kproto import Consumer
-    return {"blocking": Consumer, "asyncio": LoopConsumer, "uvloop": UvloopConsumer}[driver]
+class LoopShareConsumer(LoopConsumer):
+    """A blocking-looking share consumer over :class:`AIOShareConsumer`."""
+
+    aio_class = AIOShareConsumer
+
+    def poll(self, timeout_ms: int = 1000) -> list:     # type: ignore[override]
+        return self._maybe_cancelled(lambda: self.aio.poll(timeout_ms), [])
+
+    def poll_batch(self, timeout_ms: int = 1000) -> Any:
+        return self._run(self.aio.poll_batch(timeout_ms))
+
+    def __iter__(self) -> Iterator[Any]:
+        raise NotImplementedError
 
 
-def driver_fixture(module_globals: dict[str, Any]) -> Any:
+class UvloopShareConsumer(LoopShareConsumer):
+    loop_kind = "uvloop"
+
+
+def consumer_class(driver: str, name: str = "Consumer") -> type:
+    """The class a test uses for ``name`` (Consumer, ShareConsumer) over ``driver``
+    (one of :data:`DRIVERS`)."""
+    import kproto
+    if driver == "blocking":
+        return getattr(kproto, name)
+    share = name == "ShareConsumer"
+    if driver == "uvloop":
+        return UvloopShareConsumer if share else UvloopConsumer
+    return LoopShareConsumer if share else LoopConsumer
+
+
+def driver_fixture(module_globals: dict[str, Any], name: str = "Consumer") -> Any:
     """An autouse fixture parametrising a test module over :data:`DRIVERS`: its
-    global ``Consumer`` is the driver's consumer class during each test."""
+    global ``name`` (``Consumer`` or ``ShareConsumer``) is the driver's class during
+    each test."""
 
     @pytest.fixture(params=DRIVERS, autouse=True)
     def consumer_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-        monkeypatch.setitem(module_globals, "Consumer", consumer_class(request.param))
+        monkeypatch.setitem(module_globals, name, consumer_class(request.param, name))
         return str(request.param)
     return consumer_driver

@@ -23,9 +23,11 @@ from kproto.errors import (
 )
 from kproto.protocol import ApiKey
 
+from .aio_support import driver_fixture
 from .share_support import SHARE_BROKERS, WAIT_S, poll_until, produce, share_topic
 
 pytestmark = SHARE_BROKERS
+consumer_driver = driver_fixture(globals(), "ShareConsumer")   # over each I/O driver
 
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
 
