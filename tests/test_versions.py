@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kproto import protocol
 from kproto.errors import UnsupportedVersionError
 from kproto.protocol import API_VERSIONS, ApiKey
+
+from .schema_strategies import instance
 
 # What Apache Kafka 3.9 and 4.1 brokers advertise (PROTOCOL_NOTES §1).
 KAFKA_3_9 = {0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6),
@@ -137,3 +141,48 @@ def test_api_keys_are_generated_from_the_declarations() -> None:
     from kproto.protocol.apis import APIS
 
     assert {int(k) for k in ApiKey} == set(APIS)
+
+
+def _any_unknown_topic_id(value: object) -> bool:
+    """The reference: any ``topic_id`` anywhere in the request fields (through
+    lists) missing or zero - what fillable walked before it looked only where the
+    declarations put topic ids."""
+    import uuid
+
+    if isinstance(value, dict):
+        if "topic_id" in value:
+            tid = value["topic_id"]
+            if tid is None or (isinstance(tid, uuid.UUID) and not tid.int):
+                return True
+        return any(_any_unknown_topic_id(v) for v in value.values() if isinstance(v, list))
+    if isinstance(value, list):
+        return any(_any_unknown_topic_id(v) for v in value if isinstance(v, dict))
+    return False
+
+
+def _zero_some_ids(value: object, draw: object) -> object:
+    import uuid
+
+    if isinstance(value, list):
+        return [_zero_some_ids(v, draw) for v in value]
+    if isinstance(value, dict):
+        out = {k: _zero_some_ids(v, draw) for k, v in value.items()}
+        if "topic_id" in out and draw(st.integers(0, 3)) == 0:     # type: ignore[operator]
+            out["topic_id"] = uuid.UUID(int=0)
+        return out
+    return value
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.data())
+def test_fillable_looks_where_topic_ids_are_declared(data: st.DataObject) -> None:
+    """fillable looks for a missing topic id only in the arrays the declarations give
+    topic ids (not in every partition), and decides as a walk of everything did, on
+    requests generated from the declarations with some ids zeroed."""
+    key = data.draw(st.sampled_from(sorted(protocol.versions.TOPIC_ID_VERSIONS)))
+    api = protocol.APIS[key]
+    first = protocol.versions.TOPIC_ID_VERSIONS[key]
+    version = data.draw(st.integers(first, api.request.versions.hi))
+    fields = _zero_some_ids(data.draw(instance(api.request, version)), data.draw)
+    expected = first - 1 if _any_unknown_topic_id(fields) else version
+    assert protocol.fillable(key, version, fields) == expected

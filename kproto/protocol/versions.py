@@ -117,17 +117,37 @@ TOPIC_ID_VERSIONS: dict[int, int] = {
 }
 
 
-def _unknown_topic_ids(value: Any) -> bool:
-    """Whether any ``topic_id`` in the request fields ``value`` is missing or zero."""
-    if isinstance(value, dict):
-        if "topic_id" in value:
-            tid = value["topic_id"]
-            if tid is None or (isinstance(tid, uuid.UUID) and not tid.int):
-                return True
-        return any(_unknown_topic_ids(v) for v in value.values() if isinstance(v, list))
+def _id_paths(fields: tuple[Field, ...], above: tuple[str, ...] = ()
+              ) -> Iterator[tuple[str, ...]]:
+    """The paths (array names from the top) of the request arrays whose entries
+    have a ``topic_id``: where :func:`fillable` looks, not in every partition."""
+    for f in fields:
+        if f.type == "struct_array":
+            path = (*above, f.name)
+            if any(c.name == "topic_id" for c in f.fields):
+                yield path
+            yield from _id_paths(f.fields, path)
+
+
+#: api key -> the paths of its request's arrays of entries with a topic_id
+#: (() : the request itself)
+TOPIC_ID_PATHS: dict[int, tuple[tuple[str, ...], ...]] = {
+    key: ((), *_id_paths(APIS[key].request.fields)) for key in TOPIC_ID_VERSIONS}
+
+
+def _unknown_topic_ids(value: Any, path: tuple[str, ...]) -> bool:
+    """Whether a ``topic_id`` of an entry at ``path`` of the request fields
+    ``value`` is missing or zero."""
     if isinstance(value, list):
-        return any(_unknown_topic_ids(v) for v in value if isinstance(v, dict))
-    return False
+        return any(_unknown_topic_ids(v, path) for v in value)
+    if not isinstance(value, dict):
+        return False
+    if path:
+        return _unknown_topic_ids(value.get(path[0]), path[1:])
+    if "topic_id" not in value:
+        return False
+    tid = value["topic_id"]
+    return tid is None or (isinstance(tid, uuid.UUID) and not tid.int)
 
 
 def fillable(api_key: int, version: int, fields: Any,
@@ -141,7 +161,7 @@ def fillable(api_key: int, version: int, fields: Any,
     version that names topics."""
     first = TOPIC_ID_VERSIONS.get(api_key)
     if first is None or version < first or not isinstance(fields, dict) \
-            or not _unknown_topic_ids(fields):
+            or not any(_unknown_topic_ids(fields, p) for p in TOPIC_ID_PATHS[api_key]):
         return version
     lowest = (broker or {}).get(api_key, (0, 0))[0]
     if first - 1 < max(lowest, API_VERSIONS[api_key][0]):
