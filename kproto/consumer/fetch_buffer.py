@@ -28,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from .._backend import backend
@@ -72,9 +73,10 @@ class CompletedFetch:
     def __len__(self) -> int:
         return 0 if self.cols is None else len(self.cols)
 
-    @property
+    @cached_property
     def end_position(self) -> int:
-        """The position once every record here has been handed out."""
+        """The position once every record here has been handed out (asked every
+        poll step while the fetch waits: worked out once)."""
         last = int(self.cols.offset[-1]) + 1 if self.cols is not None and len(self.cols) \
             else self.fetch_offset
         return max(self.next_offset, last)

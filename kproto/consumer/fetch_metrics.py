@@ -91,6 +91,7 @@ class FetchMetrics:
         recorded per piece; all under one lock."""
         todo: list[tuple[Sensor, float]] = []
         by_topic: dict[str, list[int]] = {}
+        most = -1
         for tp, records, nbytes, position, high, stable, end in handed:
             sums = by_topic.get(tp.topic)
             if sums is None:
@@ -100,6 +101,9 @@ class FetchMetrics:
             lag = self._lag(tp, position, high, stable, end)
             if lag is not None:
                 todo.append(lag)
+                most = max(most, lag[1])
+        if most >= 0:
+            todo.append((self._lag_max, most))
         for topic, (records, nbytes) in by_topic.items():
             sensors = self._topics.get(topic)
             if sensors is None:
@@ -115,11 +119,13 @@ class FetchMetrics:
         """Partition ``tp`` is at ``position``; its log ends at ``watermark``."""
         lag = self._lag(tp, position, high_watermark, last_stable, watermark)
         if lag is not None:
-            self.registry.record_all((lag,), now)
+            self.registry.record_all((lag, (self._lag_max, lag[1])), now)
 
     def _lag(self, tp: TopicPartition, position: int, high_watermark: int, last_stable: int,
              watermark: int) -> tuple[Sensor, float] | None:
-        """Note where ``tp`` is; its lag sensor and lag (None: its end is unknown)."""
+        """Note where ``tp`` is; its lag sensor and lag (None: its end is unknown).
+        The client-wide maximum is recorded by the caller, once for all it records
+        (what recording each lag into it too would give)."""
         self.offsets[tp] = (position, high_watermark, last_stable, watermark)
         if watermark < 0:
             return None
@@ -152,8 +158,7 @@ class FetchMetrics:
         return self._new(f"{tp.topic}-{tp.partition}.records-lag", [
             (n("records-lag", GROUP, "the partition's latest lag", **tags), Value()),
             (n("records-lag-avg", GROUP, "the partition's average lag", **tags), Avg()),
-            (n("records-lag-max", GROUP, "the partition's max lag", **tags), Max())],
-            parents=(self._lag_max,))
+            (n("records-lag-max", GROUP, "the partition's max lag", **tags), Max())])
 
     def statistics(self) -> dict[str, Any]:
         """librdkafka's ``topics`` section of the statistics JSON: per partition
