@@ -25,6 +25,7 @@ from kproto.aio import AIOAdmin, AIOConsumer, AIOProducer
 from kproto.errors import IllegalStateError, KprotoError
 from kproto.producer.handoff import for_running_loop
 from tests.aio_support import DRIVERS, new_loop
+from tests.test_reauth import ca_file, fresh, gateway, oidc  # noqa: F401 - the SASL gateway
 
 pytestmark = pytest.mark.broker
 
@@ -431,3 +432,41 @@ def test_a_consumer_reading_a_backlog_lets_other_tasks_run(broker, unique_topic,
     n, during, _ = run(main())
     assert n == 50_000
     assert during >= 90, f"another task ran {during} times during 100 polls"
+
+
+def test_sasl_and_kip368_reauthentication(fresh, run) -> None:  # noqa: F811
+    """SCRAM-SHA-512 through a gateway that enforces the session lifetime (KIP-368:
+    tests/test_reauth.py's), with the settings a blocking client takes: kproto.aio
+    produces and reads for over two session lifetimes, re-authenticating on the
+    way: every record once and in order, no connection killed."""
+    from tests.test_reauth import LIFETIME_MS, PASSWORD
+
+    scram = {"bootstrap.servers": fresh.address, "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob512",
+             "sasl.password": PASSWORD}
+    topic = f"aio-reauth-{time.monotonic_ns()}"
+
+    async def main() -> tuple[list[bytes], list[bytes], int]:
+        async with AIOAdmin(scram) as admin:
+            await admin.create_topics({topic: 1})
+        sent: list[bytes] = []
+        got: list[bytes] = []
+        async with AIOProducer(scram, linger_ms=5) as producer, \
+                AIOConsumer(scram, auto_offset_reset="earliest", fetch_max_wait_ms=200) as c:
+            c.assign([(topic, 0)])
+            end = time.monotonic() + 2.2 * LIFETIME_MS / 1000
+            i = 0
+            while time.monotonic() < end:
+                sent.append(b"%d" % i)
+                await producer.send_and_wait(topic, sent[-1], partition=0)
+                got += [r.value for r in await c.poll(50)]
+                i += 1
+            deadline = time.monotonic() + 20
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                got += [r.value for r in await c.poll(200)]
+            reauths = sum(x.reauthentications for x in c._consumer._fetches._conns.values())
+        return sent, got, reauths
+
+    sent, got, reauths = run(main())
+    assert got == sent and len(sent) > 10
+    assert reauths >= 1 and fresh.expired_kills == 0
