@@ -27,8 +27,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .._backend import backend
@@ -73,13 +72,17 @@ class CompletedFetch:
     def __len__(self) -> int:
         return 0 if self.cols is None else len(self.cols)
 
-    @cached_property
+    _end: int = field(default=-1, init=False, repr=False)
+
+    @property
     def end_position(self) -> int:
         """The position once every record here has been handed out (asked every
         poll step while the fetch waits: worked out once)."""
-        last = int(self.cols.offset[-1]) + 1 if self.cols is not None and len(self.cols) \
-            else self.fetch_offset
-        return max(self.next_offset, last)
+        if self._end < 0:
+            last = int(self.cols.offset[-1]) + 1 if self.cols is not None and len(self.cols) \
+                else self.fetch_offset
+            self._end = max(self.next_offset, last)
+        return self._end
 
     @property
     def expected_position(self) -> int:
