@@ -260,8 +260,8 @@ class RecordColumns:
             return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets),
                                                   pa.py_buffer(name * n)])
         index = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.topic_index)])
-        return pa.DictionaryArray.from_arrays(index, pa.array(self.topics, pa.string())).cast(
-            pa.string())
+        # (take: 8x faster than casting a DictionaryArray to string)
+        return pa.array(self.topics, pa.string()).take(index)
 
     def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
         """A pandas DataFrame (through Arrow)."""
@@ -299,12 +299,22 @@ class RecordColumns:
         index_parts, partition_parts = [], []
         next_offsets: dict[tuple[str | None, int], int] = {}
         for p in parts:
-            names, index = p.topic_of_rows()
-            remap = np.array([topic_ids.setdefault(n, len(topic_ids)) for n in names] or [0],
-                             np.int32)
-            index_parts.append(remap[index])
-            partition_parts.append(p.partitions())
             next_offsets.update(p.next_offsets or {(p.topic, p.partition): p.next_offset})
+        if all(p.topic_index is None for p in parts):
+            # one topic and partition a part (a poll's pieces): two repeats, not one
+            # array a part for each column
+            lengths = [len(p) for p in parts]
+            ids = [topic_ids.setdefault(p.topic or "", len(topic_ids)) for p in parts]
+            index_parts = [np.repeat(np.array(ids, np.int32), lengths)]
+            partition_parts = [np.repeat(np.array([p.partition for p in parts], np.int32),
+                                         lengths)]
+        else:
+            for p in parts:
+                names, index = p.topic_of_rows()
+                remap = np.array([topic_ids.setdefault(n, len(topic_ids)) for n in names]
+                                 or [0], np.int32)
+                index_parts.append(remap[index])
+                partition_parts.append(p.partitions())
         topics = list(topic_ids)
         same_topic = all(p.topic == parts[0].topic and p.topic_index is None for p in parts)
         same_partition = same_topic and all(p.partition == parts[0].partition for p in parts)
@@ -329,27 +339,32 @@ class RecordColumns:
 
 def _concat_binary(cols: Sequence[BinaryColumn | BinaryViewColumn]) -> BinaryColumn:
     plain = [c if isinstance(c, BinaryColumn) else _materialize(c) for c in cols]
-    sizes = [int(c.offsets[-1]) - int(c.offsets[0]) for c in plain]
-    total = sum(sizes)
+    if not plain:
+        return binary_column([])
+    firsts = [int(c.offsets[0]) for c in plain]
+    sizes = [int(c.offsets[-1]) - first for c, first in zip(plain, firsts, strict=True)]
+    lengths = [len(c) for c in plain]
+    total, n = sum(sizes), sum(lengths)
     dtype = np.int64 if total > 0x7FFFFFFF else np.int32
-    n = sum(len(c) for c in plain)
     offsets = np.empty(n + 1, dtype)
     offsets[0] = 0
-    data = np.empty(total, np.uint8)
-    row = pos = 0
+    # each part's end offsets moved from where its data starts to where it lands
+    shift = np.cumsum([0, *sizes[:-1]], dtype=np.int64) - np.array(firsts, np.int64)
+    offsets[1:] = np.concatenate([c.offsets[1:] for c in plain]).astype(np.int64) \
+        + np.repeat(shift, lengths)
+    data = np.concatenate([c.data[first:first + size]
+                           for c, first, size in zip(plain, firsts, sizes, strict=True)])
     null_count = sum(c.null_count for c in plain)
-    valid = np.ones(n, bool) if null_count else None
-    for c, size in zip(plain, sizes, strict=True):
-        k = len(c)
-        base = int(c.offsets[0])
-        offsets[row + 1:row + k + 1] = c.offsets[1:].astype(dtype) - base + pos
-        data[pos:pos + size] = c.data[base:base + size]
-        if valid is not None and c.validity is not None:
-            valid[row:row + k] = np.unpackbits(c.validity, bitorder="little")[:k].astype(bool)
-        row += k
-        pos += size
-    validity = np.packbits(valid, bitorder="little") if valid is not None else None
-    return BinaryColumn(offsets, data, validity, null_count)
+    validity = None
+    if null_count:
+        valid = np.ones(n, bool)
+        row = 0
+        for c, k in zip(plain, lengths, strict=True):
+            if c.validity is not None:
+                valid[row:row + k] = np.unpackbits(c.validity, bitorder="little")[:k].astype(bool)
+            row += k
+        validity = np.packbits(valid, bitorder="little")
+    return BinaryColumn(offsets, data.astype(np.uint8, copy=False), validity, null_count)
 
 
 def _materialize(c: BinaryViewColumn) -> BinaryColumn:
