@@ -127,6 +127,11 @@ class LoopConsumer:
         finally:
             self._loop.close()
 
+    def __del__(self) -> None:
+        loop = getattr(self, "_loop", None)     # a test that never closed it: the loop
+        if loop is not None and not loop.is_closed():   # (its self-pipe) at least
+            loop.close()
+
     def __enter__(self) -> LoopConsumer:
         return self
 
@@ -176,6 +181,30 @@ def driver_fixture(module_globals: dict[str, Any], name: str = "Consumer") -> An
 
     @pytest.fixture(params=DRIVERS, autouse=True)
     def consumer_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+        code = getattr(request.function, "__code__", None)
+        if request.param != "blocking" and code is not None \
+                and not _uses(code, name, module_globals, set()):
+            pytest.skip(f"no {name} in this test: once is enough")
         monkeypatch.setitem(module_globals, name, consumer_class(request.param, name))
         return str(request.param)
     return consumer_driver
+
+
+def _uses(code: Any, name: str, module_globals: dict[str, Any], seen: set[str]) -> bool:
+    """Whether a test's code uses ``name``, itself or through the module's own
+    functions and classes it calls (nested code included)."""
+    names = set(code.co_names)
+    nested = [c for c in code.co_consts if inspect.iscode(c)]
+    if name in names or any(_uses(c, name, module_globals, seen) for c in nested):
+        return True
+    for n in names - seen:
+        seen.add(n)
+        obj = module_globals.get(n)
+        if getattr(obj, "__module__", None) != module_globals.get("__name__"):
+            continue
+        members = vars(obj).values() if inspect.isclass(obj) else [obj]
+        for member in members:
+            sub = getattr(member, "__code__", None)
+            if sub is not None and _uses(sub, name, module_globals, seen):
+                return True
+    return False

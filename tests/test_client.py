@@ -36,8 +36,10 @@ from kproto.producer.partitioner import (
     partitions_for_keys,
 )
 from kproto.testing import free_port
+from tests.aio_support import driver_fixture
 
 pytestmark = pytest.mark.broker
+consumer_driver = driver_fixture(globals())   # the consumer's tests over each I/O driver
 
 
 def _table(n: int, *, keys: bool = True, start: int = 0) -> pa.Table:
