@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
@@ -120,10 +119,15 @@ class Consumer:
                   listener: RebalanceListener | None = None) -> None:
         """Join the consumer group ``group_id`` and read the partitions it assigns.
 
-        ``topics`` (names) or ``pattern`` (a regular expression over topic names).
-        ``listener`` gets ``on_partitions_revoked`` / ``on_partitions_assigned``
-        calls from inside :meth:`poll_batch` around each rebalance (with
-        auto-commit, positions are committed before revocation).
+        ``topics`` (names) or ``pattern`` (a regular expression over topic names:
+        with ``group_protocol="classic"`` Python's ``re``, matched against the
+        cluster's topics here, a pattern it cannot compile a :class:`ConfigError`;
+        with ``"consumer"`` an RE2J expression sent to the broker as written, which
+        resolves it - one the broker refuses fails the next poll with
+        :class:`~kproto.errors.InvalidRegularExpressionError`). ``listener`` gets
+        ``on_partitions_revoked`` / ``on_partitions_assigned`` calls from inside
+        :meth:`poll_batch` around each rebalance (with auto-commit, positions are
+        committed before revocation).
         """
         from ..groups import new_member
 
@@ -134,12 +138,11 @@ class Consumer:
                                     "call unsubscribe() first")
         if isinstance(topics, str):
             topics = [topics]
-        regex = re.compile(pattern) if pattern is not None else None
-        if regex is None and not topics:
+        if pattern is None and not topics:
             raise ValueError("subscribe() needs topics or a pattern")
         if self._group is None:
             self._group = new_member(self._subs, self._cluster, self.config)
-        self._group.subscribe(set(topics or ()), regex, listener)
+        self._group.subscribe(set(topics or ()), pattern, listener)
 
     def unsubscribe(self) -> None:
         """Leave the group (committing first with auto-commit) and read nothing."""

@@ -37,6 +37,7 @@ from typing import Any
 from .. import protocol
 from ..errors import (
     CommitFailedError,
+    ConfigError,
     ErrorCode,
     FencedInstanceIdError,
     IllegalStateError,
@@ -134,9 +135,18 @@ class GroupCoordinator(GroupMember):
 
     # ------------------------------------------------------------------ membership
 
-    def subscribe(self, topics: set[str], pattern: re.Pattern[str] | None,
+    def subscribe(self, topics: set[str], pattern: str | None,
                   listener: RebalanceListener | None) -> None:
-        self.topics, self.pattern, self.listener = set(topics), pattern, listener
+        """``pattern``: Python's ``re``, matched here against the cluster's topics (a
+        pattern it cannot compile is a :class:`~kproto.errors.ConfigError`)."""
+        regex = None
+        if pattern is not None:
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(f"subscribe(pattern={pattern!r}): not a Python regular "
+                                  f"expression (group_protocol='classic'): {exc}") from None
+        self.topics, self.pattern, self.listener = set(topics), regex, listener
         self._subscribed = True
         self._needs_join = True
         if pattern is None:

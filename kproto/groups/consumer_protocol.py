@@ -83,12 +83,15 @@ class ConsumerMembership(GroupMember):
 
     # ------------------------------------------------------------------ membership
 
-    def subscribe(self, topics: set[str], pattern: re.Pattern[str] | None,
+    def subscribe(self, topics: set[str], pattern: str | None,
                   listener: RebalanceListener | None) -> None:
-        self.topics, self.pattern, self.listener = set(topics), pattern, listener
+        """``pattern``: an RE2J expression, sent as written (``subscribed_topic_regex``):
+        the broker validates and resolves it (one it refuses fails the next poll)."""
+        if isinstance(pattern, re.Pattern):
+            pattern = pattern.pattern
+        self.topics, self.listener = set(topics), listener
         with self._state_lock:
-            self.state.subscribe(() if pattern is not None else topics,
-                                 pattern.pattern if pattern is not None else None)
+            self.state.subscribe(() if pattern is not None else topics, pattern)
         self._subscribed = True
         if pattern is None:
             self.cluster.add_topics(self.topics)
@@ -213,7 +216,7 @@ class ConsumerMembership(GroupMember):
         log.debug("group %s: topic ids %s not in metadata yet", self.group_id,
                   sorted(map(str, ids)))
         try:
-            self.cluster.refresh_metadata(all_topics=self.pattern is not None)
+            self.cluster.refresh_metadata(all_topics=self.state.regex is not None)
         except KprotoError as exc:
             log.debug("group %s: metadata refresh failed: %s", self.group_id, exc)
 

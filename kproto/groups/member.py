@@ -86,9 +86,10 @@ class GroupMember:
 
     # ------------------------------------------------------------------ membership (subclasses)
 
-    def subscribe(self, topics: set[str], pattern: re.Pattern[str] | None,
+    def subscribe(self, topics: set[str], pattern: str | None,
                   listener: RebalanceListener | None) -> None:
-        """Join the group for ``topics`` (or topics matching ``pattern``)."""
+        """Join the group for ``topics`` (or topics matching ``pattern``, a regular
+        expression as the application wrote it: each protocol reads it its way)."""
         raise NotImplementedError
 
     @property
