@@ -91,7 +91,7 @@ class FetchMetrics:
         recorded per piece; all under one lock."""
         todo: list[tuple[Sensor, float]] = []
         by_topic: dict[str, list[int]] = {}
-        most = -1
+        most = -1.0
         for tp, records, nbytes, position, high, stable, end in handed:
             sums = by_topic.get(tp.topic)
             if sums is None:
