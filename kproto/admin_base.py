@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from .config import resolve
 from .errors import KprotoError, error_for_code
+from .metrics import MetricName
 from .net.blocking import BrokerConnection, Fields
 from .protocol.requests import GROUP
 
@@ -80,9 +81,12 @@ class AdminBase:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         from .net.cluster import Cluster
+        from .telemetry import Instruments
 
         self.config = resolve("admin", config, **settings)
         self._cluster = Cluster(self.config)
+        # metrics() (per-broker requests), stats_callback, KIP-714 pushes (kproto.telemetry)
+        self._instruments = Instruments(self.config, "admin", self._cluster)
 
     def _controller_request(self, api_key: int, fields: Fields) -> dict[str, Any]:
         """One request to the controller (any broker when Metadata names none)."""
@@ -117,9 +121,19 @@ class AdminBase:
             finally:
                 conn.close()
 
+    def metrics(self) -> dict[MetricName, float]:
+        """The admin client's metrics now, ``{MetricName: value}`` as Java's
+        ``Admin.metrics()``: its requests, bytes and latency per broker
+        (``admin-client-node-metrics``) and in all (``admin-client-metrics``);
+        docs/client.md "Metrics". Empty with ``metrics_enabled=False``."""
+        return self._instruments.metrics()
+
     def close(self) -> None:
-        """Close every connection."""
-        self._cluster.close()
+        """Stop the metrics reporters (a last KIP-714 push), close every connection."""
+        try:
+            self._instruments.close()
+        finally:
+            self._cluster.close()
 
     def __enter__(self) -> Any:
         return self

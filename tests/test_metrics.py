@@ -296,6 +296,42 @@ def test_share_consumer_request_metrics(broker) -> None:
     assert {(n.group, n.name) for n in m} <= doc_table()
 
 
+@pytest.mark.broker
+def test_admin_request_metrics_and_close(broker, unique_topic) -> None:
+    """Admin.metrics(): its requests per broker (admin-client-node-metrics) add up to
+    the client-wide count (admin-client-metrics); close() stops its reporters."""
+    from kproto import Admin
+
+    topic = broker.create_topic(unique_topic, 1)
+    reports: list[str] = []
+    admin = Admin(bootstrap_servers=broker.bootstrap, enable_metrics_push=False,
+                  statistics_interval_ms=20, stats_callback=reports.append)
+    try:
+        assert topic in admin.list_topics()
+        assert admin.list_offsets({(topic, 0): "latest"})[TopicPartition(topic, 0)].offset == 0
+        m = admin.metrics()
+        sent = value(m, "admin-client-metrics", "request-total")
+        nodes = {n.tags["node-id"]: v for n, v in m.items()
+                 if n.group == "admin-client-node-metrics" and n.name == "request-total"}
+        assert sent >= 2 and sum(nodes.values()) == sent
+        assert value(m, "admin-client-metrics", "response-total") == sent
+        assert value(m, "admin-client-metrics", "incoming-byte-total") > 0
+        assert {(n.group, n.name) for n in m} <= doc_table(), \
+            sorted({(n.group, n.name) for n in m} - doc_table())
+        deadline = time.monotonic() + 10
+        while not reports and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert json.loads(reports[-1])["type"] == "admin"
+    finally:
+        admin.close()
+    count = len(reports)
+    time.sleep(0.2)                           # ten intervals: none after close()
+    assert len(reports) == count
+    with Admin(bootstrap_servers=broker.bootstrap, metrics_enabled=False) as off:
+        off.list_topics()
+        assert off.metrics() == {}
+
+
 class _CountingLock:
     """A registry lock that counts how often it is taken."""
 
