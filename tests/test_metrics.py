@@ -131,6 +131,15 @@ def test_coordinator_metrics_rebalance_and_commit() -> None:
     assert value(snap, g, "assigned-partitions") == 2
     assert 0 <= value(snap, g, "last-rebalance-seconds-ago") < 5
     assert {(n.group, n.name) for n in snap} <= doc_table()
+    # a KIP-848 reconciliation cut short (fenced): the next rebalance is timed alone
+    cm.rebalance_started()
+    time.sleep(0.2)
+    cm.rebalance_failed()
+    cm.rebalance_started()
+    cm.rebalance_done()
+    snap = m.snapshot()
+    assert value(snap, g, "rebalance-total") == 2
+    assert value(snap, g, "rebalance-latency-max") < 200
 
 
 # ---------------------------------------------------------------------- on the brokers
@@ -234,6 +243,35 @@ def test_group_metrics(broker, unique_topic) -> None:
         assert value(m, g, "rebalance-total") >= 1
         assert value(m, g, "rebalance-latency-max") > 0
         assert value(m, g, "commit-total") == 1
+        assert value(m, g, "assigned-partitions") == 2
+        assert 0 <= value(m, g, "last-rebalance-seconds-ago") < 60
+
+
+@pytest.mark.broker
+@pytest.mark.brokers("mock", reason="KIP-848 groups: only the mock has ConsumerGroupHeartbeat")
+def test_kip848_group_metrics(broker, unique_topic) -> None:
+    """group_protocol="consumer": a rebalance is timed from the member becoming
+    RECONCILING to its target applied (Java's transitionTo); commits through the
+    shared OffsetCommit path."""
+    topic = broker.create_topic(unique_topic, 2)
+    _produce(broker, topic, 20)
+    with Consumer(bootstrap_servers=broker.bootstrap, group_id=unique_topic,
+                  group_protocol="consumer", auto_offset_reset="earliest",
+                  enable_auto_commit=False, enable_metrics_push=False) as c:
+        g = "consumer-coordinator-metrics"
+        c.subscribe([topic])
+        got = 0
+        deadline = time.monotonic() + 60
+        while (got < 20 or len(c.assignment()) < 2) and time.monotonic() < deadline:
+            got += len(c.poll(200))
+        assert got == 20
+        c.commit()
+        m = c.metrics()
+        assert value(m, g, "rebalance-total") >= 1
+        assert value(m, g, "rebalance-latency-max") > 0
+        assert value(m, g, "rebalance-latency-total") >= value(m, g, "rebalance-latency-max")
+        assert value(m, g, "commit-total") == 1
+        assert value(m, g, "commit-latency-max") > 0
         assert value(m, g, "assigned-partitions") == 2
         assert 0 <= value(m, g, "last-rebalance-seconds-ago") < 60
 

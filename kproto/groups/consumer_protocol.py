@@ -70,7 +70,8 @@ class ConsumerMembership(GroupMember):
         super().__init__(subscription, cluster, config)
         self.member_id = new_member_id()
         self.state = Membership(self.group_id, self.member_id, self.instance_id,
-                                config["max_poll_interval_ms"], config["group_remote_assignor"])
+                                config["max_poll_interval_ms"], config["group_remote_assignor"],
+                                on_transition=self._transitioned)
         self._state_lock = threading.RLock()  # the state machine (never held for I/O)
         self._wake = threading.Event()        # a heartbeat is due now
         self._stop = threading.Event()
@@ -97,6 +98,22 @@ class ConsumerMembership(GroupMember):
             self.cluster.add_topics(self.topics)
         self._start_heartbeat()
         self._wake.set()
+
+    def _transitioned(self, old: MemberState, new: MemberState) -> None:
+        """Java's rebalance metrics (``AbstractMembershipManager.transitionTo``): a
+        rebalance starts when the member becomes RECONCILING and ends when it
+        leaves RECONCILING for ACKNOWLEDGING or STABLE (its target applied); left
+        for another state (fenced, leaving...) it did not complete."""
+        m = self.metrics
+        if m is None or old is new:
+            return
+        if new is MemberState.RECONCILING:
+            m.rebalance_started()
+        elif old is MemberState.RECONCILING:
+            if new in (MemberState.ACKNOWLEDGING, MemberState.STABLE):
+                m.rebalance_done()
+            else:
+                m.rebalance_failed()
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This member (its member epoch as the generation; -1 and "" when not in the

@@ -3,7 +3,8 @@
 Group ``consumer-coordinator-metrics`` (tag ``client-id``): ``commit-latency-avg``/
 ``-max`` (ms of an OffsetCommit, retries included), ``commit-rate``/``-total``,
 ``rebalance-latency-avg``/``-max``/``-total`` (ms from the JoinGroup that starts
-a rebalance to the SyncGroup answer that ends it), ``rebalance-total``,
+a rebalance to the SyncGroup answer that ends it; with the KIP-848 protocol from
+the member becoming RECONCILING to its target applied), ``rebalance-total``,
 ``rebalance-rate-per-hour``, ``last-rebalance-seconds-ago`` (-1: none yet),
 ``assigned-partitions``.
 """
@@ -57,6 +58,11 @@ class CoordinatorMetrics:
         """A JoinGroup starts a rebalance (a rejoin within one counts once)."""
         if self._started is None:
             self._started = time.monotonic()
+
+    def rebalance_failed(self) -> None:
+        """The rebalance under way did not complete (a KIP-848 member fenced or
+        leaving while reconciling): the next one is timed from its own start."""
+        self._started = None
 
     def rebalance_done(self) -> None:
         """The member has its assignment of the new generation."""
