@@ -240,10 +240,11 @@ async def confluent_aio_produce(bootstrap: str, payloads: list[bytes], topic: st
 # ---------------------------------------------------------------- running
 
 
-def timed(fn: Callable[[], Any]) -> tuple[int, float]:
-    start = time.perf_counter()
+def timed(fn: Callable[[], Any]) -> tuple[int, float, float]:
+    """(records, wall seconds, CPU seconds of this process: its threads, not the broker)."""
+    start, cpu = time.perf_counter(), time.process_time()
     n = fn()
-    return n, time.perf_counter() - start
+    return n, time.perf_counter() - start, time.process_time() - cpu
 
 
 def on_loop(coro_fn: Callable[..., Awaitable[int]], *args: Any) -> Callable[[], int]:
@@ -325,21 +326,23 @@ def main() -> None:
         if args.only:
             every = {k: v for k, v in every.items() if any(o in k for o in args.only.split(","))}
         rates: dict[str, list[float]] = {k: [] for k in every}
+        cpu_us: dict[str, list[float]] = {k: [] for k in every}
         for r in range(args.rounds):
             for name, fn in every.items():
-                got, secs = timed(fn)
+                got, secs, cpu = timed(fn)
                 rates[name].append(got / secs)
+                cpu_us[name].append(cpu / got * 1e6)
                 print(f"round {r + 1} {name}: {got:,} records in {secs:.2f} s "
-                      f"({got / secs:,.0f}/s)", file=sys.stderr, flush=True)
+                      f"({got / secs:,.0f}/s, {cpu:.2f} CPU s)", file=sys.stderr, flush=True)
         print(f"\n{t.total:,} records ({len(t.ends)} partitions, 16 + 100 bytes, no "
               f"compression) on Tansu; {args.rounds} rounds, clients alternating\n")
-        print("| client | records/s (median) | spread (min-max) |")
-        print("|---|---:|---:|")
+        print("| client | records/s (median) | spread (min-max) | CPU us/record (median) |")
+        print("|---|---:|---:|---:|")
         for name, rs in rates.items():
             if not rs:
                 continue
             print(f"| {name} | {statistics.median(rs):,.0f} | "
-                  f"{min(rs):,.0f} - {max(rs):,.0f} |")
+                  f"{min(rs):,.0f} - {max(rs):,.0f} | {statistics.median(cpu_us[name]):.2f} |")
         med = {k: statistics.median(v) for k, v in rates.items() if v}
 
         def ratio(a: str, b_: str) -> str:
