@@ -219,3 +219,27 @@ def test_a_batch_with_null_or_missing_coordinates_is_refused(broker, producer) -
             c.poll(0)                                   # none of them acknowledged
         c.acknowledge_batch(batch)
         assert c.commit_sync() == {(topic, 0): None}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "poll(timeout) blocks past its timeout behind a hung broker: ShareSessions.send "
+    "refreshes metadata with the poll's time left, but Cluster.refresh_metadata(timeout=) "
+    "does not bound a connection attempt (connect + ApiVersions wait the whole request "
+    "timeout, broker after broker) - kproto/net/cluster.py, not the share modules"))
+def test_poll_keeps_its_timeout_when_the_brokers_hang(broker, producer) -> None:
+    topic, group = share_topic(broker, producer, 20)
+    with broker.proxied() as proxied:
+        c = consumer(proxied.bootstrap, group, request_timeout_ms=4000)
+        try:
+            c.subscribe([topic])
+            poll_until(lambda: c.poll(500), lambda g: len(g) >= 20, "20 records")
+            for p in proxied.proxies:
+                p.stall = True
+            c.commit_sync(timeout_ms=500)       # the sessions' requests time out
+            start = time.monotonic()
+            c.poll(500)
+            assert time.monotonic() - start < 3.0
+        finally:
+            for p in proxied.proxies:
+                p.heal()
+            c.close(timeout_ms=2000)
