@@ -24,6 +24,7 @@ from kproto.metrics import (
     Rate,
     WindowedCount,
 )
+from kproto.protocol import ApiKey
 from kproto.structs import SubscriptionState, TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -368,6 +369,49 @@ def test_admin_request_metrics_and_close(broker, unique_topic) -> None:
     with Admin(bootstrap_servers=broker.bootstrap, metrics_enabled=False) as off:
         off.list_topics()
         assert off.metrics() == {}
+
+
+@pytest.mark.broker
+@pytest.mark.brokers("mock", reason="share groups: only the mock has them")
+def test_share_fetch_metrics_match_what_happened(broker) -> None:
+    """consumer-share-fetch-manager-metrics (Java's ShareFetchMetricsManager): the
+    records acquired, the ShareFetch answers, and the acknowledgements sent and
+    failed - the failed ones counted as the commit callback was told."""
+    from kproto import ShareConsumer
+    from kproto.consumer.share_metrics import GROUP as G
+    from kproto.errors import ErrorCode
+
+    from .share_support import poll_until, share_topic
+
+    calls: list[tuple[dict, BaseException | None]] = []
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p:
+        topic, group = share_topic(broker, p, 10)
+        with ShareConsumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                           fetch_max_wait_ms=100, max_poll_records=4,
+                           enable_metrics_push=False) as c:
+            c.set_acknowledgement_commit_callback(lambda o, e: calls.append((o, e)))
+            c.subscribe([topic])
+            poll_until(lambda: c.poll(500), lambda g: len(g) >= 10, "10 records")
+            m = c.metrics()
+            assert value(m, G, "records-fetched-total") == 10
+            assert 1 <= value(m, G, "records-per-request-max") <= 4
+            assert value(m, G, "bytes-consumed-total") > 0
+            assert value(m, G, "fetch-size-max") >= value(m, G, "fetch-size-avg") > 0
+            assert value(m, G, "fetch-total") >= 3          # 4 records an answer at most
+            assert value(m, G, "fetch-latency-max") >= value(m, G, "fetch-latency-avg") > 0
+            assert value(m, G, "fetch-throttle-time-max") == 0
+            # the last poll's records: acknowledged by commit_sync, which the broker refuses
+            broker.process.push_request_errors(ApiKey.SHARE_ACKNOWLEDGE,
+                                               ErrorCode.INVALID_SHARE_SESSION_EPOCH)
+            assert any(e is not None for e in c.commit_sync().values())
+            m = c.metrics()
+    acked = sum(len(o) for offsets, _ in calls for o in offsets.values())
+    failed = sum(len(o) for offsets, e in calls if e is not None for o in offsets.values())
+    assert acked == 10 and failed >= 1
+    assert value(m, G, "acknowledgements-send-total") == 10
+    assert value(m, G, "acknowledgements-error-total") == failed
+    assert {(n.group, n.name) for n in m} <= doc_table(), \
+        sorted({(n.group, n.name) for n in m} - doc_table())
 
 
 class _CountingLock:

@@ -54,6 +54,7 @@ from ..telemetry import Instruments
 from .share_acks import PENDING, AcknowledgeType, InFlight
 from .share_buffer import ShareBuffer, ShareCollected, ShareRecord
 from .share_fetch import ShareSessions
+from .share_metrics import ShareFetchMetrics
 
 if TYPE_CHECKING:
     import pyarrow
@@ -134,6 +135,8 @@ class ShareConsumer:
         # metrics() (per-broker requests), stats_callback, KIP-714 pushes (kproto.telemetry)
         self._instruments = Instruments(self.config, "share_consumer", self._cluster,
                                         resource={"group_id": self.config["group_id"]})
+        if self._instruments.registry is not None:
+            self._sessions.metrics = ShareFetchMetrics(self._instruments.registry)
 
     # ------------------------------------------------------------------ subscription
 
@@ -478,9 +481,11 @@ class ShareConsumer:
     # ------------------------------------------------------------------ closing
 
     def metrics(self) -> dict[MetricName, float]:
-        """The share consumer's metrics now, ``{MetricName: value}``: its requests per
-        broker (``consumer-node-metrics``, ``consumer-metrics``; Java's
-        ``share-fetch-manager-metrics`` are not recorded yet)."""
+        """The share consumer's metrics now, ``{MetricName: value}`` as Java's
+        ``KafkaShareConsumer.metrics()``: its ShareFetch answers, records and
+        acknowledgements (``consumer-share-fetch-manager-metrics``) and its
+        requests per broker (``consumer-node-metrics``, ``consumer-metrics``);
+        docs/client.md "Metrics". Empty with ``metrics_enabled=False``."""
         return self._instruments.metrics()
 
     @_exclusive

@@ -55,6 +55,7 @@ from ..structs import TopicPartition, topic_id_of
 from .fetcher import decode_partition
 from .share_acks import InFlight, encode_batches
 from .share_buffer import ShareBuffer, ShareCompletedFetch
+from .share_metrics import ShareFetchMetrics
 
 __all__ = ["ShareSessions", "AckResult"]
 
@@ -119,6 +120,8 @@ class ShareSessions:
         self.lock_timeout_ms = -1          # the last AcquisitionLockTimeoutMs answered
         #: what this consumer acquired and has not acknowledged (sent) yet, per partition
         self.inflight: dict[TopicPartition, list[InFlight]] = {}
+        #: the share fetch metrics (per answer and request), or None
+        self.metrics: ShareFetchMetrics | None = None
 
     # ------------------------------------------------------------------ acknowledgements
 
@@ -235,6 +238,8 @@ class ShareSessions:
             return
         session.kind = api
         session.sent = time.monotonic()
+        if self.metrics is not None and acks:
+            self.metrics.acknowledgements_sent(sum(len(o) for o, _ in acks.values()))
 
     # ------------------------------------------------------------------ waiting
 
@@ -328,6 +333,12 @@ class ShareSessions:
             self._report(missing, KafkaConnectionError(
                 f"broker {session.node} did not answer these acknowledgements"))
         self._buffer.add(done)
+        if self.metrics is not None and kind == ApiKey.SHARE_FETCH:
+            now = time.monotonic()
+            self.metrics.fetched(now - session.sent, body.get("throttle_time_ms", 0),
+                                 sum(len(p.get("records") or b"")
+                                     for t in body.get("responses") or [] for p in t["partitions"]),
+                                 sum(len(f) for f in done), now)
 
     def _partition(self, session: _Session, tp: TopicPartition, p: dict[str, Any]
                    ) -> ShareCompletedFetch | None:
@@ -391,6 +402,8 @@ class ShareSessions:
                 error: BaseException | None) -> None:
         for tp, offsets in acks.items():
             self.results.append(AckResult(tp, offsets, error))
+        if error is not None and self.metrics is not None:
+            self.metrics.acknowledgements_failed(sum(len(o) for o in acks.values()))
 
     # ------------------------------------------------------------------ connections
 
