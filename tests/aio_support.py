@@ -65,6 +65,8 @@ class LoopConsumer:
         return self._loop.run_until_complete(coro)
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("aio", "_loop"):        # __init__ raised before setting them
+            raise AttributeError(name)
         if hasattr(type(self.aio), name):
             attr = getattr(self.aio, name)
         else:

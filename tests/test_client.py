@@ -524,6 +524,34 @@ def test_closing_iter_ranges_on_a_hung_broker_returns_at_once(broker, unique_top
                 p.drop_connections()
 
 
+def test_poll_keeps_its_timeout_when_every_broker_hangs(broker, unique_topic):
+    """A poll on a cluster whose brokers accept connections and never answer (after
+    the connections were cut, so metadata is refreshed and brokers are reconnected)
+    returns within its timeout: each connection attempt and the Metadata request are
+    bounded by the poll's deadline, not by the whole request timeout each."""
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
+        producer.send_batch(unique_topic, _table(100, keys=False), partition=0).result(30)
+    with broker.proxied() as proxied:
+        with Consumer(bootstrap_servers=proxied.bootstrap, request_timeout_ms=8000,
+                      auto_offset_reset="earliest") as c:
+            c.assign([(unique_topic, 0)])
+            got = 0
+            deadline = time.monotonic() + 30
+            while got < 100 and time.monotonic() < deadline:
+                got += c.poll_batch(500).num_rows
+            assert got == 100
+            for p in proxied.proxies:
+                p.stall = True
+                p.drop_connections()
+            c._cluster.mark_stale()
+            for _ in range(3):
+                began = time.monotonic()
+                assert c.poll_batch(500).num_rows == 0
+                assert time.monotonic() - began < 3.0
+            for p in proxied.proxies:
+                p.stall = False
+
+
 def test_poll_batch_spans_leaders(mock_cluster, unique_topic):
     """On the mock cluster the 4 partitions are led by different brokers (set here: the
     mock picks leaders at random, all four on one broker now and then)."""

@@ -221,11 +221,6 @@ def test_a_batch_with_null_or_missing_coordinates_is_refused(broker, producer) -
         assert c.commit_sync() == {(topic, 0): None}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "poll(timeout) blocks past its timeout behind a hung broker: ShareSessions.send "
-    "refreshes metadata with the poll's time left, but Cluster.refresh_metadata(timeout=) "
-    "does not bound a connection attempt (connect + ApiVersions wait the whole request "
-    "timeout, broker after broker) - kproto/net/cluster.py, not the share modules"))
 def test_poll_keeps_its_timeout_when_the_brokers_hang(broker, producer) -> None:
     topic, group = share_topic(broker, producer, 20)
     with broker.proxied() as proxied:

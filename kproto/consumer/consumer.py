@@ -303,7 +303,7 @@ class Consumer:
             got = self._buffer.collect(self._subs.positions, self._subs.is_readable,
                                       max_records)
             if got.pieces:
-                self._fetches.send()
+                self._fetches.send(deadline)
                 return got
             self._fetches.send(deadline)
             wait = self._fetches.wait(deadline)

@@ -140,7 +140,7 @@ class Fetches:
             asked = self._request({TopicPartition(*tp): offsets[TopicPartition(*tp)]
                                    for tp in tps})
             try:
-                conn = self._connection(node)
+                conn = self._connection(node, deadline)
                 req = conn.send(ApiKey.FETCH, asked.fields, raw=True)
             except KprotoError as exc:
                 log.debug("fetch to broker %d failed: %s", node, exc)
@@ -171,7 +171,7 @@ class Fetches:
         conns = []
         for node in list(self.in_flight):
             try:
-                conns.append(self._connection(node))
+                conns.append(self._connection(node, deadline))
             except KprotoError:
                 self.in_flight.pop(node, None)
         if not conns:
@@ -215,9 +215,10 @@ class Fetches:
                 del self.in_flight[node]
                 self._failed(node, fetch.offsets)
 
-    def _connection(self, node: int) -> BrokerConnection:
+    def _connection(self, node: int, deadline: float | None) -> BrokerConnection:
         """The connection Fetches to ``node`` go on: separate from the cluster's, so
-        a long-polling Fetch never delays a metadata, offset or commit request."""
+        a long-polling Fetch never delays a metadata, offset or commit request
+        (connected by ``deadline``, if given: a poll keeps its timeout)."""
         conn = self._conns.get(node)
         if conn is None or not conn.connected:
             broker = self._cluster.metadata.brokers.get(node)
@@ -226,7 +227,8 @@ class Fetches:
             conn = self._conns[node] = self._cluster.new_connection(
                 broker.address, timeout=self._cluster.request_timeout
                 + self.config["fetch_max_wait_ms"] / 1000, node_id=node)
-        return conn.connect()
+        with conn.bounded(deadline):
+            return conn.connect()
 
     def _request(self, offsets: dict[TopicPartition, int]) -> FetchRequest:
         """A Fetch of each partition from its offset, with the consumer's settings."""

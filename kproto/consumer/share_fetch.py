@@ -183,11 +183,12 @@ class ShareSessions:
                 continue
             tps = {TopicPartition(*tp) for tp in by_node.get(node, ())}
             if tps and not tps <= buffered:
-                self._send_fetch(session, tps)
+                self._send_fetch(session, tps, deadline)
             elif session.epoch > 0:
-                self._send_acks(session, session.epoch)
+                self._send_acks(session, session.epoch, deadline)
 
-    def _send_fetch(self, session: _Session, tps: set[TopicPartition]) -> None:
+    def _send_fetch(self, session: _Session, tps: set[TopicPartition],
+                    deadline: float | None) -> None:
         c = self.config
         acks = {} if session.epoch == 0 else self._take_acks(
             tps | {tp for tp in self._pending if tp in session.partitions})
@@ -209,10 +210,10 @@ class ShareSessions:
             "max_records": c["max_poll_records"], "batch_size": c["max_poll_records"],
             "topics": _topics(meta, named, acks, with_acks=True),
             "forgotten_topics_data": _topics(meta, forgotten, {}, with_acks=False)}
-        self._issue(session, ApiKey.SHARE_FETCH, fields, acks, named)
+        self._issue(session, ApiKey.SHARE_FETCH, fields, acks, named, deadline)
         session.partitions = (session.partitions | tps) - forgotten
 
-    def _send_acks(self, session: _Session, epoch: int) -> None:
+    def _send_acks(self, session: _Session, epoch: int, deadline: float | None) -> None:
         acks = self._take_acks({tp for tp in self._pending
                                 if self._cluster.metadata.leader(*tp) == session.node})
         if not acks and epoch != FINAL_EPOCH:
@@ -221,16 +222,16 @@ class ShareSessions:
                   "share_session_epoch": epoch,     # (v2: tells the broker renews are in)
                   "is_renew_ack": any(bool((t == 4).any()) for _, t in acks.values()),
                   "topics": _topics(self._cluster.metadata, set(acks), acks, with_acks=True)}
-        self._issue(session, ApiKey.SHARE_ACKNOWLEDGE, fields, acks, set())
+        self._issue(session, ApiKey.SHARE_ACKNOWLEDGE, fields, acks, set(), deadline)
 
     def _issue(self, session: _Session, api: int, fields: dict[str, Any],
                acks: dict[TopicPartition, tuple[np.ndarray, np.ndarray]],
-               named: set[TopicPartition]) -> None:
+               named: set[TopicPartition], deadline: float | None) -> None:
         session.names = {topic_id_of(self._cluster.metadata, tp.topic): tp.topic
                          for tp in session.partitions | set(acks) | named}
         session.acks = {tp: o for tp, (o, t) in acks.items()}
         try:
-            conn = self._connection(session)
+            conn = self._connection(session, deadline)
             session.request = conn.send(api, fields)
         except KprotoError as exc:
             log.debug("share request to broker %d failed: %s", session.node, exc)
@@ -413,7 +414,8 @@ class ShareSessions:
             s = self._sessions[node] = _Session(node)
         return s
 
-    def _connection(self, session: _Session) -> BrokerConnection:
+    def _connection(self, session: _Session, deadline: float | None) -> BrokerConnection:
+        """The session's connection, connected (by ``deadline``, if given)."""
         conn = session.conn
         if conn is None or not conn.connected:
             if conn is not None:
@@ -424,7 +426,8 @@ class ShareSessions:
             conn = session.conn = self._cluster.new_connection(
                 broker.address, timeout=self._cluster.request_timeout
                 + self.config["fetch_max_wait_ms"] / 1000, node_id=session.node)
-        return conn.connect()
+        with conn.bounded(deadline):
+            return conn.connect()
 
     # ------------------------------------------------------------------ commit and close
 
@@ -439,11 +442,11 @@ class ShareSessions:
                 has_acks = any(self._cluster.metadata.leader(*tp) == session.node
                                for tp in self._pending)
                 if final and session.epoch > 0:
-                    self._send_acks(session, FINAL_EPOCH)
+                    self._send_acks(session, FINAL_EPOCH, deadline)
                     if session.request is not None:
                         session.epoch = FINAL_EPOCH
                 elif has_acks and session.epoch > 0:
-                    self._send_acks(session, session.epoch)
+                    self._send_acks(session, session.epoch, deadline)
                 elif has_acks:
                     self._fail_acks_of(session, ShareSessionNotFoundError(
                         "no share session with this broker; the broker released the records",

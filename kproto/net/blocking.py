@@ -26,7 +26,8 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -140,6 +141,24 @@ class BrokerConnection:
                 self.close()
                 raise
         return self
+
+    @contextmanager
+    def bounded(self, deadline: float | None) -> Iterator[BrokerConnection]:
+        """Within this block, connecting and each request end by ``deadline`` (a
+        ``time.monotonic()`` value) at the latest, not after the whole connect and
+        request timeouts: a caller with a timeout of its own (a poll) is not held
+        by a broker that accepts connections and never answers. None: no bound."""
+        if deadline is None:
+            yield self
+            return
+        saved = self.timeout, self.connect_timeout
+        left = max(0.001, deadline - time.monotonic())
+        self.timeout, self.connect_timeout = min(self.timeout, left), \
+            min(self.connect_timeout, left)
+        try:
+            yield self
+        finally:
+            self.timeout, self.connect_timeout = saved
 
     def close(self) -> None:
         """Close the socket. Requests in flight will never be answered: those sent

@@ -217,8 +217,9 @@ class Cluster:
             conn.metrics = node_sensors(self.metrics, node_id)
         return conn
 
-    def connection(self, node_id: int) -> BrokerConnection:
-        """The (connected) connection to broker ``node_id``."""
+    def connection(self, node_id: int, deadline: float | None = None) -> BrokerConnection:
+        """The (connected) connection to broker ``node_id`` (connected by ``deadline``,
+        a ``time.monotonic()`` value, if given)."""
         self._check_open()
         conn = self._connections.get(node_id)
         if conn is None:
@@ -233,36 +234,43 @@ class Cluster:
             conn = self._connections[node_id] = self.new_connection(broker.address,
                                                                     node_id=node_id)
         try:
-            return conn.connect()
+            with conn.bounded(deadline):
+                return conn.connect()
         except KprotoError:
             self._stale = True
             raise
 
-    def any_connection(self) -> BrokerConnection:
+    def any_connection(self, deadline: float | None = None) -> BrokerConnection:
         """A connection to some live broker with no request in flight (a blocking
         request on a connection the producer has Produce requests in flight on
-        would be handed their answers): a known one, else a bootstrap server."""
+        would be handed their answers): a known one, else a bootstrap server; each
+        connection attempt ends by ``deadline`` if given."""
         self._check_open()
         for conn in self._connections.values():
             if conn.connected and not conn.in_flight:
                 return conn
         for node_id in random.sample(list(self.metadata.brokers), len(self.metadata.brokers)):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
             try:
-                conn = self.connection(node_id)
+                conn = self.connection(node_id, deadline)
             except KprotoError:
                 continue
             if not conn.in_flight:
                 return conn
-        return self._bootstrap()
+        return self._bootstrap(deadline)
 
-    def _bootstrap(self) -> BrokerConnection:
+    def _bootstrap(self, deadline: float | None = None) -> BrokerConnection:
         if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
             return self._bootstrap_conn
-        errors = []
+        errors: list[str] = []
         for address in random.sample(self.bootstrap_servers, len(self.bootstrap_servers)):
+            if deadline is not None and time.monotonic() >= deadline and errors:
+                break
             conn = self.new_connection(address)
             try:
-                conn.connect()
+                with conn.bounded(deadline):
+                    conn.connect()
             except (SaslAuthenticationFailedError, UnsupportedSaslMechanismError,
                     TlsCertificateError):
                 raise       # wrong credentials, mechanism or certificate: final
@@ -337,8 +345,9 @@ class Cluster:
         delays = iter(backoff_delays(self.retry_backoff_ms, self.retry_backoff_max_ms))
         while True:
             try:
-                conn = self.any_connection()
-                body = conn.request(ApiKey.METADATA, request)
+                conn = self.any_connection(deadline)
+                with conn.bounded(deadline):
+                    body = conn.request(ApiKey.METADATA, request)
             except TlsCertificateError:
                 self._close_all()
                 raise                       # final: another broker's answer will not differ
