@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .cli_args import CliError, UsageError
+from .cli_args import CliError, UsageError, is_secret_name
 
 __all__ = ["Reported", "configs", "acls", "cluster", "log_dirs", "records", "add_partitions"]
 
@@ -72,11 +72,12 @@ def configs(args: argparse.Namespace, admin: Any, out: Out) -> None:
     if not ops:
         raise UsageError("configs alter needs --set KEY=VALUE or --delete KEY")
     admin.incremental_alter_configs({resource: ops}, validate_only=args.dry_run)[resource]
-    done = {"resource": list(resource), "set": dict(args.set or []),
+    shown = [(k, "***" if is_secret_name(k) else v) for k, v in args.set or []]
+    done = {"resource": list(resource), "set": dict(shown),
             "deleted": args.delete or [], "validate_only": args.dry_run}
     out(args, done) if args.json else print(
         f"{'validated' if args.dry_run else 'altered'} {resource.type} {resource.name}: "
-        + ", ".join([f"{k}={v}" for k, v in args.set or []] +
+        + ", ".join([f"{k}={v}" for k, v in shown] +
                     [f"{k} deleted" for k in args.delete or []]))
 
 

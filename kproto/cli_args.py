@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-__all__ = ["CliError", "UsageError", "parser", "secrets", "mask"]
+__all__ = ["CliError", "UsageError", "parser", "secrets", "mask", "is_secret_name"]
 
 
 class CliError(Exception):
@@ -140,6 +140,13 @@ def secrets(argv: list[str]) -> list[str]:
             item[len(name):].lstrip(": \t") or "".join(after)
         if value:
             found.append(value)
+    # configs alter --set sasl.jaas.config=... (a broker's secret config)
+    for i, token in enumerate(argv):
+        item = argv[i + 1] if token == "--set" and i + 1 < len(argv) else \
+            token[len("--set="):] if token.startswith("--set=") else ""
+        key, _, value = item.partition("=")
+        if value and is_secret_name(key):
+            found.append(value)
     # a bootstrap address with user info (u:pw@host, with or without a scheme)
     addresses = [os.environ.get("KPROTO_BOOTSTRAP_SERVERS") or ""]
     for i, token in enumerate(argv):
@@ -152,6 +159,12 @@ def secrets(argv: list[str]) -> list[str]:
         if info:
             found.append(info)
     return found
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting or config named ``name`` holds a secret (its value is
+    never printed: ``***``)."""
+    return bool(_SECRET_NAME.search(name))
 
 
 def mask(text: str, hidden: list[str]) -> str:

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .errors import ConfigError
+
 __all__ = ["MetricName", "Metrics", "Sensor", "Avg", "Max", "Min", "Rate", "WindowedCount",
            "WindowedSum", "CumulativeSum", "CumulativeCount", "Value", "StatsReporter",
            "registry_for"]
@@ -374,11 +376,16 @@ class Metrics:
 def registry_for(config: Mapping[str, Any], client_type: str) -> Metrics | None:
     """The registry of a client with these settings, or None with ``metrics_enabled``
     off (then nothing is recorded and ``metrics()`` is empty)."""
+    window, samples = config.get("metrics_sample_window_ms", 30000), \
+        config.get("metrics_num_samples", 2)
+    if window <= 0:
+        raise ConfigError(f"metrics_sample_window_ms must be at least 1, not {window}")
+    if samples < 1:
+        raise ConfigError(f"metrics_num_samples must be at least 1, not {samples}")
     if not config.get("metrics_enabled", True):
         return None
     return Metrics(client_id=config.get("client_id") or "kproto", client_type=client_type,
-                   window_ms=config.get("metrics_sample_window_ms", 30000),
-                   samples=config.get("metrics_num_samples", 2))
+                   window_ms=window, samples=samples)
 
 
 class StatsReporter:

@@ -240,6 +240,7 @@ class TelemetryReporter:
     def _loop(self, cluster: Cluster) -> None:
         instance_id = _ZERO
         wait = 0.0
+        refused = 0             # GetTelemetrySubscriptions refused in a row (backoff)
         conn: BrokerConnection | None = None
         while True:
             if self._sleep(wait):
@@ -258,7 +259,12 @@ class TelemetryReporter:
                 wait = self._error_wait(code, "GetTelemetrySubscriptions", None)
                 if wait < 0:
                     return
+                # "subscribe again at once" answered again: back off (retry_backoff_ms,
+                # doubling to retry_backoff_max_ms), never a loop of requests
+                wait = max(wait, self._backoff(refused))
+                refused += 1
                 continue
+            refused = 0
             sub = _Subscription(body, selector(body["requested_metrics"]))
             if sub.instance_id != _ZERO:
                 instance_id = sub.instance_id
@@ -273,6 +279,11 @@ class TelemetryReporter:
             if wait < 0:
                 return
         self._terminating_push(conn)
+
+    def _backoff(self, attempt: int) -> float:
+        first = max(1, self._config.get("retry_backoff_ms", 100))
+        cap = max(first, self._config.get("retry_backoff_max_ms", 1000))
+        return min(cap, first * 2 ** min(attempt, 30)) / 1000
 
     def _push_loop(self, conn: BrokerConnection, sub: _Subscription, first: float) -> float:
         """Push every interval while the subscription holds: the wait before the
@@ -340,6 +351,9 @@ class Instruments:
         callback, interval = config.get("stats_callback"), config.get("statistics_interval_ms", 0)
         if callback is not None and not callable(callback):
             raise ConfigError(f"stats_callback must be callable, not {type(callback).__name__}")
+        if interval < 0:
+            raise ConfigError(f"statistics_interval_ms must be 0 (no statistics) or more, "
+                              f"not {interval}")
         if self.registry is None:
             return
         cluster.metrics = self.registry

@@ -1,0 +1,124 @@
+"""Attacks on issue 33's operations surface (metrics, KIP-714 telemetry, lag, the
+admin breadth and its CLI) as a hostile user or operator would make them: odd
+settings, brokers that answer oddly, misused commands, secrets on the way."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import pytest
+
+from kproto import Consumer, protocol
+from kproto.errors import ConfigError
+from kproto.testing import MockCluster
+
+
+def _wait(cond: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+# ------------------------------------------------------------------ metrics settings
+
+
+@pytest.mark.parametrize("setting", [{"metrics_num_samples": 0},
+                                     {"metrics_num_samples": -3},
+                                     {"metrics_sample_window_ms": 0},
+                                     {"metrics_sample_window_ms": -1000},
+                                     {"statistics_interval_ms": -1}])
+def test_metrics_settings_out_of_range_are_refused(setting: dict[str, int]) -> None:
+    """Java refuses metrics.num.samples < 1 and a window < 0 (ConfigDef atLeast),
+    librdkafka a negative statistics.interval.ms; kproto read samples 0 as 1, a
+    window of 0 made every rate NaN and a negative interval meant never."""
+    name = next(iter(setting))
+    with pytest.raises(ConfigError, match=name):
+        Consumer(bootstrap_servers="127.0.0.1:1", stats_callback=lambda s: None, **setting)
+
+
+# ------------------------------------------------------------------ telemetry
+
+
+@pytest.mark.broker
+def test_subscription_refused_again_and_again_is_no_hot_loop() -> None:
+    """A broker answering every GetTelemetrySubscriptions with
+    UNKNOWN_SUBSCRIPTION_ID (or UNSUPPORTED_COMPRESSION_TYPE): 'subscribe again
+    at once' must not become thousands of requests a second."""
+    pytest.importorskip("opentelemetry.proto.metrics.v1.metrics_pb2")
+    with MockCluster(num_brokers=1, config={"enable.metrics.push": False}) as mock:
+        mock.set_telemetry(["org.apache.kafka.consumer"], 200)
+        mock.push_request_errors(protocol.ApiKey.GET_TELEMETRY_SUBSCRIPTIONS,
+                                 *([117] * 500 + [76] * 500))
+        mock.start_request_tracking()
+        c = Consumer(bootstrap_servers=mock.bootstrap)
+        try:
+            c.assign([("t", 0)])
+            c.poll(100)
+            reporter = c._instruments.telemetry
+            assert reporter is not None
+            time.sleep(2.0)
+        finally:
+            start = time.monotonic()
+            c.close()
+            assert time.monotonic() - start < 4.0
+        subscribes = [k for _, k, _ in mock.requests() if k == 71]
+        assert 1 <= len(subscribes) <= 20, len(subscribes)
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+def _run(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    from kproto.cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.brokers("tansu", reason="the broker that accepts any topic config key "
+                     "(noida refuses unknown ones, the mock has no IncrementalAlterConfigs)")
+def test_configs_alter_never_prints_a_secret_it_set(broker, unique_topic, capsys) -> None:
+    """``configs alter --set sasl.jaas.config=...`` (a broker's listener secret, set
+    as kafka-configs.sh does): the confirmation printed it back in clear."""
+    broker.create_topic(unique_topic, 1)
+    secret = "org.apache.kafka.common.security.plain.PlainLoginModule password=\"Hx9-q\""
+    for json_out in ((), ("--json",)):
+        code, out, err = _run(capsys, "-b", broker.bootstrap, *json_out, "configs", "alter",
+                              "topic", unique_topic, "--set", f"sasl.jaas.config={secret}",
+                              "--set", "retention.ms=1000")
+        assert code == 0, err
+        assert "Hx9-q" not in out + err
+        assert "retention.ms" in out and "1000" in out and "***" in out
+
+
+def test_a_secret_set_is_masked_in_errors() -> None:
+    """The values of secret configs on a ``--set`` are masked in every error line
+    (a broker may echo a refused value: "Invalid value ... for configuration ...")."""
+    from kproto.cli_args import mask, secrets
+
+    hidden = secrets(["configs", "alter", "broker", "1", "--set", "ssl.key.password=Pw1",
+                      "--set=listener.name.x.sasl.jaas.config=Jaas2", "--set", "a.b=plain"])
+    text = mask("Invalid value Pw1 for ssl.key.password; Jaas2; plain", hidden)
+    assert text == "Invalid value *** for ssl.key.password; ***; plain"
+
+
+def test_a_raising_stats_callback_is_logged_and_reports_go_on(caplog: Any) -> None:
+    """A stats_callback that raises: logged, and the next report still comes."""
+    calls: list[str] = []
+
+    def boom(doc: str) -> None:
+        calls.append(doc)
+        raise ValueError("user bug")
+
+    with caplog.at_level(logging.ERROR, logger="kproto.metrics"):
+        c = Consumer(bootstrap_servers="127.0.0.1:1", stats_callback=boom,
+                     statistics_interval_ms=20)
+        try:
+            _wait(lambda: len(calls) >= 3, 10.0)
+        finally:
+            c.close()
+    assert any("stats_callback raised" in r.getMessage() for r in caplog.records)
