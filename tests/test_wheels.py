@@ -2,7 +2,7 @@
 
 (a) ``wheels/build.py --all`` builds the release set: CPython 3.10-3.15, each for
 x86_64 and aarch64 (cross-compiled; 3.14 and 3.15 against Debian sid's headers,
-wheels/debian.py). Each wheel's tags are checked (cpXY-cpXY, manylinux_2_17 of its
+wheels/sid.py). Each wheel's tags are checked (cpXY-cpXY, manylinux_2_17 of its
 platform, the .so of every extension the source declares, an ELF of that machine
 needing no glibc symbol newer than 2.17 and no ``__isoc23_*``). Each wheel is
 installed into a fresh venv of its Python with ``pip install --only-binary=:all:``
@@ -69,7 +69,7 @@ def _load(name: str) -> ModuleType:
 
 wheel_build = _load("build")
 qemu = _load("qemu")
-debian = _load("debian")
+sid = _load("sid")
 
 SET = [(v, p) for p in wheel_build.PLATFORMS for v in wheel_build.VERSIONS]
 #: the codec test files run against each installed wheel, with the helpers they import
@@ -386,8 +386,8 @@ def test_wheel_installs_without_a_compiler_and_passes_the_codec_tests(
     version, plat = version_platform
     wheel = wheel_set[version_platform]
     env_dir = tmp_path / "venv"
-    if plat == wheel_build.native_platform() and version in debian.VERSIONS:
-        py = debian.make_venv(version, env_dir)     # in sid's chroot (no compiler there)
+    if plat == wheel_build.native_platform() and version in sid.VERSIONS:
+        py = sid.make_venv(version, env_dir)     # in sid's chroot (no compiler there)
     elif plat == wheel_build.native_platform():
         python = wheel_build.find_python(version)
         if python is None:
@@ -444,7 +444,7 @@ def test_cp314_wheel_passes_the_client_tests_against_a_broker_on_the_host(
     are among the client settings tested)."""
     wheel = wheel_set[("3.14", "x86_64")]
     env_dir = tmp_path / "venv"
-    py = debian.make_venv("3.14", env_dir)
+    py = sid.make_venv("3.14", env_dir)
     env = _no_compiler_env(tmp_path)
     env["KPROTO_WHEELS_TANSU"] = tansu.bootstrap
     pyspark = _pyspark_wheel(tmp_path / "pyspark")
@@ -517,9 +517,9 @@ def test_packed_env_runs_a_spark_job_on_executors(packed, tansu, unique_topic, t
     job_dir.mkdir()
     (job_dir / "job.py").write_text(JOB)
     python = "./env/bin/python"
-    if version in debian.VERSIONS:
+    if version in sid.VERSIONS:
         launcher = tmp_path / "python-in-sid"
-        launcher.write_text("#!/bin/sh\nexec " + shlex.join(debian.run_command(python))
+        launcher.write_text("#!/bin/sh\nexec " + shlex.join(sid.run_command(python))
                             + ' "$@"\n')
         launcher.chmod(0o755)
         python = str(launcher)

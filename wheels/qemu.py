@@ -5,7 +5,7 @@ What ``tests/test_wheels.py`` and ``wheels/pack.py`` run the aarch64 wheels with
 The interpreter is Debian's arm64 build (bookworm's python3.11, trixie's python3.13,
 sid's python3.14 and python3.15): its packages and their dependencies are downloaded
 with apt-get into a private apt state (``<cache>/qemu-aarch64/<suite>/``, the cache of
-wheels/debian.py, ``~/.cache/kproto-wheels`` by default: the machine's own apt
+wheels/sid.py, ``~/.cache/kproto-wheels`` by default: the machine's own apt
 configuration, its package lists and dpkg database, are not touched; the mirror is the
 one the machine's apt sources name) and unpacked with ``dpkg -x`` into a root directory
 next to it (~130 MB; sid's holds both of its versions, ~250 MB). Debian packages no
@@ -34,9 +34,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import debian  # noqa: E402
+import sid  # noqa: E402
 
-CACHE = debian.CACHE / "qemu-aarch64"
+CACHE = sid.CACHE / "qemu-aarch64"
 #: Debian suite whose arm64 packages carry CPython X.Y
 SUITES = {"3.11": "bookworm", "3.13": "trixie", "3.14": "sid", "3.15": "sid"}
 QEMU = "qemu-aarch64-static"
@@ -70,8 +70,8 @@ def sysroot(version: str) -> Path:
     versions = [v for v, s in SUITES.items() if s == suite]   # one root per suite: all of them
     print(f"downloading Debian {suite}'s arm64 python{', '.join(versions)} into {state}",
           flush=True)
-    debian.apt(state, "arm64", suite, "update")
-    debian.apt(state, "arm64", suite, "install", "--download-only",
+    sid.apt(state, "arm64", suite, "update")
+    sid.apt(state, "arm64", suite, "install", "--download-only",
                *[p.format(v=v) for v in versions for p in PACKAGES])
     partial = root.with_name(root.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPython 3.14 and 3.15 from Debian sid, for wheels: ``python3 wheels/debian.py``.
+"""CPython 3.14 and 3.15 from Debian sid, for wheels: ``python3 wheels/sid.py``.
 
 This machine's Debian (12, glibc 2.36) packages CPython 3.11 only and pyenv has
 3.10-3.13. Debian's ``sid`` suite of the same archive has ``python3.14`` and
@@ -10,7 +10,7 @@ directory (:data:`CACHE`: ``$KPROTO_WHEELS_CACHE``, else
 checkout):
 
 - amd64: a chroot made by ``mmdebstrap --mode=root --variant=apt`` (``sid/amd64``,
-  ~600 MB): the interpreters, their ``-dev`` and ``-venv`` packages and
+  ~330 MB): the interpreters, their ``-dev`` and ``-venv`` packages and
   ca-certificates; no compiler. mmdebstrap itself (sid's, ``all``) is downloaded
   with apt-get into a private apt state and unpacked with ``dpkg-deb -x``: the
   machine's apt configuration, lists and dpkg database are not touched. The
@@ -56,7 +56,7 @@ INCLUDE = [p.format(v=v) for v in VERSIONS for p in ("python{v}", "python{v}-dev
 #: a file only the chroot has: a wrapper that finds it is already inside
 MARKER = ".kproto-wheels-chroot"
 ENTER = """#!/bin/bash
-# Enter the Debian sid chroot {root} (wheels/debian.py) and run "$@" there, in this
+# Enter the Debian sid chroot {root} (wheels/sid.py) and run "$@" there, in this
 # directory. Runs in a private mount namespace (unshare --mount): the host's /tmp and
 # the checkout are bound at their own paths, with /proc and /dev; nothing outlives it.
 set -e
@@ -78,7 +78,7 @@ exec /usr/sbin/chroot "$root" /bin/bash -c 'cd "$1" 2>/dev/null || cd /; shift; 
 """
 #: bin/python of a venv in the chroot: the real interpreter inside, the chroot from outside
 VENV_PYTHON = """#!/bin/bash
-# CPython {version} (amd64) of the Debian sid chroot {root} (wheels/debian.py)
+# CPython {version} (amd64) of the Debian sid chroot {root} (wheels/sid.py)
 if [ -e /{marker} ]; then exec -a "$0" /usr/bin/python{version} "$@"; fi
 exec /usr/bin/unshare --mount /bin/bash {root}/.kproto-enter "$0" "$@"
 """
@@ -169,7 +169,7 @@ def chroot(arch: str = "amd64") -> Path:
             f"#!/bin/sh\nexec /usr/bin/unshare --mount /bin/bash {root}/.kproto-enter "
             f"/usr/bin/python{version} \"$@\"\n")
         (partial / f".kproto-python{version}").chmod(0o755)
-    (partial / MARKER).write_text("made by kproto's wheels/debian.py\n")
+    (partial / MARKER).write_text("made by kproto's wheels/sid.py\n")
     partial.rename(root)
     print(f"sid chroot ready in {time.monotonic() - started:.0f} s", flush=True)
     return root
