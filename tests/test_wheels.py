@@ -16,16 +16,19 @@ tags and symbols only, the skip says so), where the CRC-32C must run on the ARMv
 instruction. The cp314 x86_64 wheel also runs the client tests (CLIENT_TESTS, their
 Tansu cases) in the chroot against a Tansu broker this process starts on the host.
 
-(b) ``wheels/pack.py`` packs this Python's x86_64 wheel with its dependencies;
+(b) ``wheels/pack.py`` packs this Python's x86_64 wheel with its dependencies, and
+the cp314 one (``--python 3.14``: sid's CPython);
 ``spark-submit --master local-cluster[1,2,2048] --archives <env>#env --conf
 spark.pyspark.python=./env/bin/python`` runs a job reading a Tansu topic
 through ``format("kproto")``, with nothing from this checkout's ``.venv`` on
 any Python path: the executor imports kproto from the shipped archive, the
 driver from the same archive unpacked in the job's directory (client mode:
-Python data sources are planned by ``spark.pyspark.python`` on the driver).
+Python data sources are planned by ``spark.pyspark.python`` on the driver). For 3.14
+``spark.pyspark.python`` is a launcher that runs ``./env/bin/python`` in the chroot.
 
 Takes over an hour on 2 busy cores (12 builds ~6-15 min, each x86_64 install + tests
-~2 min, each aarch64 one 6-20 min under qemu, the Spark job ~3 min), so it runs only
+~1-2 min, the cp314 client tests ~2 min, each aarch64 wheel 6-20 min under qemu (cp314
+~12 min, cp315 ~20 min here), each Spark job ~1-3 min), so it runs only
 with ``KPROTO_TEST_WHEELS=1``. ``KPROTO_TEST_WHEELS_DIR=DIR`` tests the
 wheels already in DIR (all 12 expected) instead of building them;
 ``KPROTO_TEST_WHEELS_REF=REV`` builds commit REV (``build.py --ref``) instead of the
