@@ -122,3 +122,101 @@ def test_a_raising_stats_callback_is_logged_and_reports_go_on(caplog: Any) -> No
         finally:
             c.close()
     assert any("stats_callback raised" in r.getMessage() for r in caplog.records)
+
+
+# ------------------------------------------------------------------ lag metrics
+
+
+def _lag(c: Consumer, topic: str) -> dict[int, float]:
+    return {int(n.tags["partition"]): v for n, v in c.metrics().items()
+            if n.name == "records-lag" and n.tags.get("topic") == topic}
+
+
+@pytest.mark.broker
+def test_lag_after_seek_backwards_and_after_unassign(broker, unique_topic) -> None:
+    """records-lag is the end minus the position after the poll (Java): 0 at the
+    end, 7 after seeking back to 0 and taking 3 of 10; a partition no longer
+    assigned has no lag metric; cycling assignments does not grow the registry."""
+    import pyarrow as pa
+
+    from kproto import Producer
+
+    broker.create_topic(unique_topic, 2)
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
+        p.send_batch(unique_topic, pa.table({"value": [b"x"] * 10}), partition=0).result()
+    c = Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                 max_poll_records=3, enable_metrics_push=False)
+    try:
+        c.assign([(unique_topic, 0)])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 10 and time.monotonic() < deadline:
+            got += len(c.poll(1000))
+        assert got == 10
+        c.poll(200)
+        assert _lag(c, unique_topic) == {0: 0.0}
+        c.seek((unique_topic, 0), 0)
+        taken = []
+        while not taken:
+            assert time.monotonic() < deadline
+            taken = c.poll(1000)
+        assert [r.offset for r in taken] == [0, 1, 2]
+        assert _lag(c, unique_topic) == {0: 7.0}
+        for i in range(2):                  # (each leader's node metrics made once)
+            c.assign([(unique_topic, i)])
+            c.poll(50)
+        c.assign([(unique_topic, 0)])
+        c.poll(50)
+        before = (len(c._instruments.registry._sensors), len(c._instruments.registry._metrics))
+        for i in range(20):
+            c.assign([(unique_topic, i % 2)])
+            c.poll(50)
+        c.assign([(unique_topic, 0)])
+        c.poll(50)
+        after = (len(c._instruments.registry._sensors), len(c._instruments.registry._metrics))
+        assert after == before
+        c.assign([(unique_topic, 1)])
+        assert 0 not in _lag(c, unique_topic)
+    finally:
+        c.close()
+
+
+def test_metrics_from_another_thread_while_a_poll_records_a_new_partition() -> None:
+    """``Consumer.metrics()`` from a monitoring thread drops the metrics of
+    partitions no longer assigned (FetchMetrics.keep) while the polling thread may
+    record a partition it has just been given. Made deterministic: the polling
+    thread's recording runs exactly while keep() walks the partitions (from a
+    comparison keep() makes); it raised 'dictionary changed size during iteration'
+    out of metrics()."""
+    import threading
+
+    from kproto.consumer.fetch_metrics import FetchMetrics
+    from kproto.metrics import Metrics
+    from kproto.structs import TopicPartition
+
+    fm = FetchMetrics(Metrics())
+    old = [TopicPartition("t", i) for i in range(3)]
+    fm.consumed([(tp, 1, 10, 5, 10, 10, 10) for tp in old], time.monotonic())
+    fresh = TopicPartition("t", 99)
+    done = threading.Event()
+
+    def poll_thread() -> None:
+        fm.consumed([(fresh, 1, 10, 5, 10, 10, 10)], time.monotonic())
+        done.set()
+
+    class Meanwhile:
+        """Compared with a partition inside keep(): the polling thread runs then."""
+
+        def __hash__(self) -> int:
+            return hash(old[0])
+
+        def __eq__(self, other: object) -> bool:
+            if not done.is_set():
+                t = threading.Thread(target=poll_thread)
+                t.start()
+                t.join(2.0)
+            return False
+
+    fm.keep([Meanwhile(), old[1]])
+    _wait(done.is_set, 5.0)
+    assert old[0] not in fm.offsets and old[1] in fm.offsets

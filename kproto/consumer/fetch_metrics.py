@@ -135,13 +135,15 @@ class FetchMetrics:
         return s, max(0, watermark - position)
 
     def keep(self, assigned: Iterable[TopicPartition]) -> None:
-        """Drop the partition metrics of partitions no longer assigned (as Java)."""
+        """Drop the partition metrics of partitions no longer assigned (as Java).
+        Also called by ``metrics()`` from any thread while the polling thread may
+        record a new partition: it walks copies (``list(dict)`` is one step)."""
         keep = set(assigned)
-        for tp in [tp for tp in self._partitions if tp not in keep]:
-            del self._partitions[tp]
-            self.registry.remove_sensor(f"{tp.topic}-{tp.partition}.records-lag")
-        for tp in [tp for tp in self.offsets if tp not in keep]:
-            del self.offsets[tp]
+        for tp in [tp for tp in list(self._partitions) if tp not in keep]:
+            if self._partitions.pop(tp, None) is not None:
+                self.registry.remove_sensor(f"{tp.topic}-{tp.partition}.records-lag")
+        for tp in [tp for tp in list(self.offsets) if tp not in keep]:
+            self.offsets.pop(tp, None)
 
     def _topic_sensors(self, topic: str) -> tuple[Sensor, Sensor]:
         tags = {"topic": topic}
