@@ -9,7 +9,8 @@ kproto[telemetry]``), runs a :class:`TelemetryReporter` thread, Java's
 - GetTelemetrySubscriptions (a zero client instance id the first time: the
   broker assigns one) gives the subscription: requested metric name prefixes
   (none: nothing to push, ask again after the interval; ``"*"`` or ``""``: all),
-  push interval, accepted compression types, delta or cumulative temporality;
+  push interval (at least 100 ms, Kafka's least ``interval.ms``), accepted
+  compression types, delta or cumulative temporality;
 - the first push comes after a random 0.5-1.5 x the interval (so clients started
   together spread out), the next ones every interval; each carries the
   selected metrics as an OTLP ``MetricsData`` (Java's names: ``org.apache.kafka.``
@@ -54,6 +55,7 @@ log = logging.getLogger("kproto.telemetry")
 
 DOMAIN = "org.apache.kafka"
 DEFAULT_PUSH_INTERVAL_MS = 5 * 60 * 1000
+MIN_PUSH_INTERVAL_MS = 100
 _ZERO = uuid.UUID(int=0)
 _SUPPORTED_CODECS = (ZSTD, LZ4, GZIP, SNAPPY)
 _RESUBSCRIBE = {ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE}
@@ -140,7 +142,10 @@ class _Subscription:
     def __init__(self, body: dict[str, Any], wanted: Callable[[str], bool] | None) -> None:
         self.instance_id: uuid.UUID = body["client_instance_id"]
         self.id: int = body["subscription_id"]
-        self.interval = (body["push_interval_ms"] if body["push_interval_ms"] > 0
+        # 0 or less: the default (Java); under Kafka's least client-metrics
+        # interval.ms (100): that least, never a loop of pushes
+        ms = body["push_interval_ms"]
+        self.interval = (max(MIN_PUSH_INTERVAL_MS, ms) if ms > 0
                          else DEFAULT_PUSH_INTERVAL_MS) / 1000
         accepted = list(body["accepted_compression_types"] or ())
         self.codec = next((c for c in accepted if c in _SUPPORTED_CODECS), NONE)

@@ -220,3 +220,25 @@ def test_metrics_from_another_thread_while_a_poll_records_a_new_partition() -> N
     fm.keep([Meanwhile(), old[1]])
     _wait(done.is_set, 5.0)
     assert old[0] not in fm.offsets and old[1] in fm.offsets
+
+
+@pytest.mark.broker
+def test_a_tiny_push_interval_is_no_hot_loop() -> None:
+    """A broker asking for pushes every 1 ms (Kafka's own client-metrics interval.ms
+    is at least 100): the reporter pushes at most every 100 ms, never in a loop."""
+    pytest.importorskip("opentelemetry.proto.metrics.v1.metrics_pb2")
+    with MockCluster(num_brokers=1, config={"enable.metrics.push": False}) as mock:
+        mock.set_telemetry(["org.apache.kafka.consumer"], 1)
+        mock.start_request_tracking()
+        c = Consumer(bootstrap_servers=mock.bootstrap)
+        try:
+            c.assign([("t", 0)])
+            c.poll(100)
+            reporter = c._instruments.telemetry
+            assert reporter is not None
+            _wait(lambda: reporter.pushes >= 1)
+            time.sleep(1.0)
+        finally:
+            c.close()
+        pushes = [at for _, k, at in mock.requests() if k == 72]
+        assert 2 <= len(pushes) <= 25, len(pushes)
