@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..columns import Record
 from ..consumer.consumer import Consumer
-from ..errors import ConfigError
+from ..errors import ConfigError, IllegalStateError
 from ..structs import TopicPartition, as_tp
 from .driver import AsyncioDriver
 from .locks import Serial
@@ -244,7 +244,9 @@ class AIOConsumer:
                 n += 1
             else:
                 kept.append(record)
-        self._held = kept
+        held = self._held           # the same deque: an iteration in another task holds it
+        held.clear()
+        held.extend(kept)
         return out
 
     def __aiter__(self) -> AsyncIterator[Record]:
@@ -256,7 +258,12 @@ class AIOConsumer:
         while not held:
             if self._consumer._closed:
                 raise StopAsyncIteration
-            held.extend(await self._records(1000))
+            try:
+                held.extend(await self._records(1000))
+            except IllegalStateError:
+                if self._consumer._closed:      # by another task while this one waited
+                    raise StopAsyncIteration from None
+                raise
         return held.popleft()
 
     async def read_range(self, topic: str, ranges: Mapping[int, tuple[Any, Any]] | None = None,
@@ -285,6 +292,7 @@ class AIOConsumer:
         # suspend, and a task reading a backlog would keep every other task waiting
         await asyncio.sleep(0)
         async with self._serial.lock:
+            consumer._check_open()      # again: closed by another task meanwhile
             return await self._driver.run(consumer._poll_steps(
                 time.monotonic() + timeout_ms / 1000, max_records))
 
@@ -297,9 +305,12 @@ class AIOConsumer:
 
     def _drop_held(self, tps: set[TopicPartition] | None = None) -> None:
         """Forget held records (of ``tps``): the consumer's position moved."""
-        if self._held:
-            self._held = deque(r for r in self._held if tps is not None and
-                               TopicPartition(r.topic or "", r.partition) not in tps)
+        held = self._held           # (in place: an iteration in another task holds it)
+        if held:
+            kept = [r for r in held if tps is not None and
+                    TopicPartition(r.topic or "", r.partition) not in tps]
+            held.clear()
+            held.extend(kept)
 
     def _rewind_held(self) -> None:
         """Held records go back to the consumer: it reads them again."""
@@ -329,9 +340,10 @@ class AIOConsumer:
         Held records not handed out are not committed (the positions go back)."""
         if self._consumer._closed:
             return
-        if self._held:
-            self._rewind_held()
-        await self._serial.offload(self._consumer.close)
+        async with self._serial.lock:   # after a poll in flight in another task
+            if self._held:
+                self._rewind_held()
+            await self._driver.offload(self._consumer.close)
 
     async def __aenter__(self) -> AIOConsumer:
         return self

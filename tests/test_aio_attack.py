@@ -1,0 +1,143 @@
+"""kproto.aio attacked as a hostile asyncio user would: a poll racing close(),
+two tasks reading one consumer, a consumer carried to another event loop,
+cancellations at await points, secrets in reprs. Real brokers (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kproto import Producer
+from kproto.aio import AIOConsumer
+from kproto.errors import IllegalStateError
+from tests.aio_support import DRIVERS, new_loop
+
+pytestmark = pytest.mark.broker
+
+FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100, "request_timeout_ms": 5000}
+GROUP = {**FAST, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
+LOOPS = [d for d in DRIVERS if d != "blocking"]
+
+
+@pytest.fixture(params=LOOPS)
+def run(request: pytest.FixtureRequest):
+    """Runs a coroutine to its end on a new event loop of each kind."""
+    def runner(coro: Any) -> Any:
+        loop = new_loop(request.param)
+        try:
+            return loop.run_until_complete(asyncio.wait_for(coro, 120))
+        finally:
+            loop.close()
+    return runner
+
+
+def produce(broker: Any, topic: str, n: int, partition: int = 0) -> None:
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as producer:
+        for i in range(n):
+            producer.send(topic, f"v{i}".encode(), partition=partition)
+        producer.flush(30)
+
+
+async def until(condition: Any, turns: int = 100_000) -> None:
+    """Yields to the loop until ``condition()`` holds (bounded: fails otherwise)."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
+
+
+def test_a_poll_that_started_before_close_does_not_read_a_closed_consumer(
+        broker, unique_topic, run) -> None:
+    broker.create_topic(unique_topic, 1)
+    produce(broker, unique_topic, 5)
+
+    async def main() -> Any:
+        consumer = AIOConsumer(bootstrap_servers=broker.bootstrap, **FAST)
+        consumer.assign([(unique_topic, 0)])
+        polling = asyncio.ensure_future(consumer.poll(5000))
+        await asyncio.sleep(0)              # the poll has begun: its turn of the loop
+        await consumer.close()
+        try:
+            return await polling
+        except IllegalStateError as exc:
+            return exc
+
+    got = run(main())
+    assert isinstance(got, IllegalStateError), got
+
+
+def test_two_tasks_reading_one_consumer_lose_no_record(broker, unique_topic, run) -> None:
+    broker.create_topic(unique_topic, 1)
+    produce(broker, unique_topic, 40)
+
+    async def main() -> list[int]:
+        async with AIOConsumer(bootstrap_servers=broker.bootstrap, max_poll_records=10,
+                               **FAST) as consumer:
+            consumer.assign([(unique_topic, 0)])
+            seen: list[int] = []
+
+            async def iterate() -> None:
+                async for record in consumer:
+                    seen.append(record.offset)
+                    if len(seen) >= 40:
+                        return
+
+            async def many() -> None:
+                for _ in range(2):
+                    got = await consumer.getmany(timeout_ms=5000, max_records=10)
+                    seen.extend(r.offset for rs in got.values() for r in rs)
+
+            iterating = asyncio.ensure_future(iterate())
+            await many()
+            try:
+                await asyncio.wait_for(iterating, 15)
+            except asyncio.TimeoutError:
+                pass
+            return seen
+
+    seen = run(main())
+    assert sorted(seen) == list(range(40)), sorted(seen)
+
+
+@pytest.mark.brokers(needs=("groups",))
+def test_close_while_a_poll_is_in_flight_commits_only_what_was_handed_out(
+        broker, unique_topic, run) -> None:
+    broker.create_topic(unique_topic, 1)
+    produce(broker, unique_topic, 10)
+    group = f"g-{unique_topic}"
+
+    async def main() -> tuple[list[int], Any, list[int]]:
+        consumer = AIOConsumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                               enable_auto_commit=True, **GROUP)
+        consumer.subscribe([unique_topic])
+        handed: list[int] = []
+        while len(handed) < 10:                  # joined, everything read
+            handed.extend(r.offset for r in await consumer.poll(1000))
+        got_one = asyncio.Event()
+
+        async def iterate() -> None:
+            async for record in consumer:
+                handed.append(record.offset)
+                got_one.set()
+                await asyncio.sleep(3600)       # busy with it: cancelled below
+
+        iterating = asyncio.ensure_future(iterate())
+        await until(consumer._serial.lock.locked)   # its poll waits for records
+        produce(broker, unique_topic, 10)
+        await consumer.close()                  # waits for that poll
+        at_close = list(handed)
+        iterating.cancel()
+        after: list[int] = []
+        async for record in consumer:            # closed: nothing more
+            after.append(record.offset)
+        async with AIOConsumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                               **FAST) as check:
+            committed = await check.committed((unique_topic, 0))
+        return at_close, committed, after
+
+    at_close, committed, after = run(main())
+    assert after == []
+    assert committed == len(at_close), (at_close, committed)
