@@ -127,11 +127,12 @@ class ProducerState:
 class PartitionLag:
     """A partition of a group (:meth:`Admin.consumer_group_lag`): the committed
     offset, the end offset (high watermark), the lag between them, and the member
-    it is assigned to (None: no member has it)."""
+    it is assigned to (None: no member has it). ``end`` and ``lag`` are None for a
+    partition that no longer exists (its topic deleted, the offsets kept)."""
 
     committed: int
-    end: int
-    lag: int
+    end: int | None
+    lag: int | None
     member: str | None = None
 
 
@@ -394,18 +395,25 @@ class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
     def consumer_group_lag(self, group_id: str) -> dict[TopicPartition, PartitionLag]:
         """Per partition the group committed: committed offset, end offset (high
         watermark, ListOffsets), lag, and the member it is assigned to (from
-        describe_groups; None where the coordinator cannot describe the group)."""
+        describe_groups; None where the coordinator cannot describe the group). A
+        partition whose topic is gone has no end and no lag (None), as Java's
+        kafka-consumer-groups.sh shows ``-``: the others' lag is still given."""
         committed = self.list_consumer_group_offsets(group_id)
         if not committed:
             return {}
-        ends = self.list_offsets(dict.fromkeys(committed, "latest"))
+        meta = self._cluster.refresh_metadata(sorted({tp.topic for tp in committed}),
+                                             auto_create=False)
+        live = [tp for tp in committed if tp.partition in meta.partitions(tp.topic)]
+        found = self.list_offsets(dict.fromkeys(live, "latest")) if live else {}
+        ends = {tp: found[tp].offset for tp in live}
         owner: dict[TopicPartition, str] = {}
         try:
             [desc] = self.describe_groups([group_id])
             owner = {tp: m.member_id for m in desc.members for tp in m.assignment}
         except (UnsupportedVersionError, GroupIdNotFoundError):
             pass    # (librdkafka's mock describes no group: lag without members)
-        return {tp: PartitionLag(off, ends[tp].offset, max(0, ends[tp].offset - off),
+        return {tp: PartitionLag(off, ends.get(tp),
+                                 None if tp not in ends else max(0, ends[tp] - off),
                                  owner.get(tp)) for tp, off in committed.items()}
 
     # -- transactions

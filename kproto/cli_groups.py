@@ -42,7 +42,7 @@ def groups(args: argparse.Namespace, settings: dict[str, Any], filtered: Filter,
                 [(g.group_id, g.type or "", g.protocol_type, g.state or "") for g in found],
                 ("group", "type", "protocol", "state"))
             return
-        result = [_described(admin, gid, settings, filtered) for gid in args.names]
+        result = [_described(admin, gid) for gid in args.names]
         if args.json:
             out(args, result)
             return
@@ -61,8 +61,9 @@ def groups(args: argparse.Namespace, settings: dict[str, Any], filtered: Filter,
                                  for m in g["members"]],
                     ("member", "client", "host", "epoch", "assignment", "target"))
             if g["offsets"]:
-                out(args, None, [(o["topic"], o["partition"], o["committed"], o["end"],
-                                  o["lag"]) for o in g["offsets"]],
+                out(args, None, [(o["topic"], o["partition"], o["committed"],
+                                  "-" if o["end"] is None else o["end"],
+                                  "-" if o["lag"] is None else o["lag"]) for o in g["offsets"]],
                     ("topic", "partition", "committed", "end", "lag"))
 
 
@@ -70,11 +71,8 @@ def _tps(tps: Any) -> list[str]:
     return sorted(f"{tp.topic}[{tp.partition}]" for tp in tps)
 
 
-def _described(admin: Any, gid: str, settings: dict[str, Any], filtered: Filter
-               ) -> dict[str, Any]:
+def _described(admin: Any, gid: str) -> dict[str, Any]:
     """One group as the command shows it: type, state, members, committed offsets and lag."""
-    from .consumer.consumer import Consumer
-
     [desc] = admin.describe_groups([gid])
     committed = {} if desc.type == "share" else admin.list_consumer_group_offsets(gid)
     if desc.state == "Dead" or (not desc.members and not committed and desc.type == "classic"):
@@ -90,13 +88,10 @@ def _described(admin: Any, gid: str, settings: dict[str, Any], filtered: Filter
                           target=_tps(getattr(m, "target_assignment", m.assignment)))
         members.append(member)
     lag: list[dict[str, Any]] = []
-    if committed:
-        with Consumer(filtered(settings, "consumer")) as c:
-            ends = c.end_offsets(list(committed))
-        owner = {tp: m.member_id for m in desc.members for tp in m.assignment}
-        lag = [{"topic": tp.topic, "partition": tp.partition, "committed": off,
-                "end": ends[tp], "lag": max(0, ends[tp] - off), "member": owner.get(tp)}
-               for tp, off in committed.items()]
+    if committed:       # (a topic since deleted: end and lag None, and not created again)
+        lag = [{"topic": tp.topic, "partition": tp.partition, "committed": p.committed,
+                "end": p.end, "lag": p.lag, "member": p.member}
+               for tp, p in admin.consumer_group_lag(gid).items()]
     return {"group": gid, "type": desc.type, "state": desc.state,
             "protocol": desc.protocol if desc.type == "classic" else desc.assignor,
             "epoch": None if desc.type == "classic" else desc.group_epoch,
@@ -116,11 +111,14 @@ def _manage(args: argparse.Namespace, admin: Any, out: Out) -> None:
             raise CliError(f"group {gid!r} has no committed offsets (kproto groups list)")
         rows = [{"topic": tp.topic, "partition": tp.partition, "committed": p.committed,
                  "end": p.end, "lag": p.lag, "member": p.member} for tp, p in lag.items()]
-        out(args, rows, [(r["topic"], r["partition"], r["committed"], r["end"], r["lag"],
-                          r["member"] or "-") for r in rows],
+        # (end and lag None: the topic is gone, as kafka-consumer-groups.sh shows "-")
+        out(args, rows, [(r["topic"], r["partition"], r["committed"],
+                          "-" if r["end"] is None else r["end"],
+                          "-" if r["lag"] is None else r["lag"], r["member"] or "-")
+                         for r in rows],
             ("topic", "partition", "committed", "end", "lag", "member"))
         if not args.json:
-            print(f"total lag {sum(r['lag'] for r in rows):,}")
+            print(f"total lag {sum(r['lag'] or 0 for r in rows):,}")
         return
     if args.action == "delete":
         results = admin.delete_consumer_groups(args.names)

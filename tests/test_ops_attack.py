@@ -242,3 +242,40 @@ def test_a_tiny_push_interval_is_no_hot_loop() -> None:
             c.close()
         pushes = [at for _, k, at in mock.requests() if k == 72]
         assert 2 <= len(pushes) <= 25, len(pushes)
+
+
+@pytest.mark.brokers("noida", reason="the broker that keeps a group's offsets of a deleted "
+                     "topic (Tansu drops them with the topic; the mock has no null-safe "
+                     "OffsetFetch)")
+def test_group_lag_with_offsets_of_a_deleted_topic(broker, unique_topic, capsys) -> None:
+    """A group's committed offsets of a topic since deleted: the lag of its other
+    partitions is still shown (the deleted one's as '-', as kafka-consumer-groups.sh);
+    the whole call raised UnknownTopicOrPartitionError."""
+    import json
+
+    from kproto.admin import Admin
+
+    gone, group = unique_topic + "-gone", "g-" + unique_topic
+    broker.create_topic(unique_topic, 2)
+    broker.create_topic(gone, 1)
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.alter_consumer_group_offsets(group, {(unique_topic, 0): 0, (gone, 0): 0})
+        admin.delete_topics([gone])
+        lag = admin.consumer_group_lag(group)
+        assert {(tp.topic, tp.partition): (p.committed, p.end, p.lag)
+                for tp, p in lag.items()} == {(unique_topic, 0): (0, 0, 0),
+                                              (gone, 0): (0, None, None)}
+    code, out, err = _run(capsys, "-b", broker.bootstrap, "--json", "groups", "lag", group)
+    assert code == 0, err
+    assert {(r["topic"], r["end"], r["lag"]) for r in json.loads(out)} == \
+        {(unique_topic, 0, 0), (gone, None, None)}
+    code, out, err = _run(capsys, "-b", broker.bootstrap, "groups", "lag", group)
+    assert code == 0 and out.splitlines()[-1] == "total lag 0", err
+    assert [line.split()[3:5] for line in out.splitlines() if line.startswith(gone)] == \
+        [["-", "-"]]
+    code, out, err = _run(capsys, "-b", broker.bootstrap, "--json", "groups", "describe", group)
+    assert code == 0, err
+    assert {(r["topic"], r["end"], r["lag"]) for r in json.loads(out)[0]["offsets"]} == \
+        {(unique_topic, 0, 0), (gone, None, None)}
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        assert gone not in admin.list_topics()      # (not created again by a look)
