@@ -279,3 +279,23 @@ def test_group_lag_with_offsets_of_a_deleted_topic(broker, unique_topic, capsys)
         {(unique_topic, 0, 0), (gone, None, None)}
     with Admin(bootstrap_servers=broker.bootstrap) as admin:
         assert gone not in admin.list_topics()      # (not created again by a look)
+
+
+@pytest.mark.brokers("tansu", reason="the broker that stores any topic config and describes "
+                     "it without flagging it sensitive (noida refuses the names, the mock "
+                     "has no CreateTopics configs)")
+def test_configs_describe_masks_secrets_a_broker_does_not_flag(broker, unique_topic,
+                                                               capsys) -> None:
+    """A broker that answers a secret config (ssl.key.password, sasl.jaas.config)
+    with is_sensitive false: kproto configs describe printed the values in clear."""
+    from kproto.admin import Admin
+
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics({unique_topic: 1}, configs={
+            "sasl.jaas.config": "Jq7-secret", "ssl.key.password": "Pk3-secret",
+            "retention.ms": "60000"})
+    for json_out in ((), ("--json",)):
+        code, out, err = _run(capsys, "-b", broker.bootstrap, *json_out, "configs",
+                              "describe", "topic", unique_topic, "--synonyms")
+        assert code == 0, err
+        assert "-secret" not in out + err and "60000" in out and "***" in out
