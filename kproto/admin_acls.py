@@ -99,6 +99,13 @@ def _enum(kind: type[E], value: Any, what: str, *, filters: bool) -> E:
     return member
 
 
+def _text(value: Any, what: str) -> None:
+    """A binding's name, principal or host: a string (None matches any only in a filter)."""
+    if not isinstance(value, str):
+        raise ConfigError(f"an ACL binding's {what} is a string, not {value!r} (None "
+                          "matches any only in a filter)")
+
+
 @dataclass(frozen=True)
 class ResourcePattern:
     """A resource (``topic``, ``group``, ``cluster``, ``transactional_id``, ...) by
@@ -113,6 +120,7 @@ class ResourcePattern:
             ResourceType, self.resource_type, "resource type", filters=False))
         object.__setattr__(self, "pattern_type", _enum(
             PatternType, self.pattern_type, "pattern type", filters=False))
+        _text(self.name, "resource name")
 
 
 @dataclass(frozen=True)
@@ -130,6 +138,8 @@ class AccessControlEntry:
             AclOperation, self.operation, "operation", filters=False))
         object.__setattr__(self, "permission_type", _enum(
             AclPermissionType, self.permission_type, "permission", filters=False))
+        _text(self.principal, "principal")
+        _text(self.host, "host")
 
 
 @dataclass(frozen=True)

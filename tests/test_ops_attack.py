@@ -299,3 +299,24 @@ def test_configs_describe_masks_secrets_a_broker_does_not_flag(broker, unique_to
                               "describe", "topic", unique_topic, "--synonyms")
         assert code == 0, err
         assert "-secret" not in out + err and "60000" in out and "***" in out
+
+
+# ------------------------------------------------------------------ ACLs
+
+
+@pytest.mark.parametrize("make", [
+    lambda a: a.ResourcePattern("topic", None),
+    lambda a: a.ResourcePattern("topic", 7),
+    lambda a: a.AccessControlEntry(None, "*", "read", "allow"),
+    lambda a: a.AccessControlEntry("User:x", None, "read", "allow"),
+    lambda a: a.ResourcePattern("topic", "t", "match"),
+    lambda a: a.AccessControlEntry("User:x", "*", "any", "allow"),
+])
+def test_acl_binding_refuses_what_only_a_filter_may_hold(make: Any) -> None:
+    """None (any) names, principals and hosts, MATCH/ANY patterns and operations
+    belong to filters: a binding to create with one is a ConfigError (Java's
+    requireNonNull), not a request the encoder or broker chokes on."""
+    import kproto.admin as admin
+
+    with pytest.raises(ConfigError):
+        make(admin)
