@@ -141,3 +141,60 @@ def test_close_while_a_poll_is_in_flight_commits_only_what_was_handed_out(
     at_close, committed, after = run(main())
     assert after == []
     assert committed == len(at_close), (at_close, committed)
+
+
+def test_a_consumer_outlives_the_event_loop_of_a_cancelled_poll(
+        broker, unique_topic, request: pytest.FixtureRequest) -> None:
+    """asyncio.run() twice (a service's main, then its shutdown): the first loop
+    ended while a poll's blocking exchange ran in a thread; the second loop's
+    calls wait for that thread, not for a future of the closed loop."""
+    broker.create_topic(unique_topic, 1)
+    produce(broker, unique_topic, 5)
+    consumer = AIOConsumer(bootstrap_servers=broker.bootstrap, **FAST)
+    consumer.assign([(unique_topic, 0)])
+
+    async def first() -> None:
+        polling = asyncio.ensure_future(consumer.poll(5000))
+        await until(lambda: consumer._driver._busy is not None)   # in its Offload
+        polling.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await polling
+
+    async def second() -> list[int]:
+        async def one() -> list[int]:
+            return [r.offset for r in await consumer.poll(5000)]
+        got = await asyncio.gather(one(), one())      # two tasks: the lock contended
+        await consumer.close()
+        return sorted(got[0] + got[1])
+
+    for step in (first, second):
+        loop = new_loop("asyncio")
+        try:
+            got = loop.run_until_complete(asyncio.wait_for(step(), 60))
+        finally:
+            loop.close()                # (its executor's thread goes on)
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_a_consumer_used_on_a_second_loop_after_contention_on_the_first(
+        broker, unique_topic) -> None:
+    broker.create_topic(unique_topic, 1)
+    produce(broker, unique_topic, 5)
+    consumer = AIOConsumer(bootstrap_servers=broker.bootstrap, **FAST)
+    consumer.assign([(unique_topic, 0)])
+
+    async def twice() -> list[int]:
+        got = await asyncio.gather(consumer.poll(200), consumer.poll(200))
+        return [r.offset for rs in got for r in rs]
+
+    async def close() -> None:
+        await consumer.close()
+
+    seen: list[int] = []
+    for step in (twice, twice, close):
+        loop = new_loop("asyncio")
+        try:
+            seen.extend(loop.run_until_complete(asyncio.wait_for(step(), 60)) or [])
+        finally:
+            loop.close()
+    assert sorted(seen) == [0, 1, 2, 3, 4]

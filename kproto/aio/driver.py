@@ -21,6 +21,7 @@ selector loop on Linux and macOS, uvloop); not the Windows proactor loop.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -43,7 +44,7 @@ class AsyncioDriver:
 
     def __init__(self) -> None:
         #: the thread of an Offload whose caller was cancelled: waited for first
-        self._busy: asyncio.Future[Any] | None = None
+        self._busy: tuple[asyncio.Future[Any], threading.Event] | None = None
 
     async def wait(self, conns: Sequence[BrokerConnection], deadline: float
                    ) -> list[BrokerConnection]:
@@ -98,8 +99,16 @@ class AsyncioDriver:
         cancelling the caller leaves the thread to finish, waited for by the next
         :meth:`run` or :meth:`settle`."""
         await self.settle()
-        future = asyncio.get_running_loop().run_in_executor(None, call)
-        self._busy = future
+        finished = threading.Event()
+
+        def work() -> Any:
+            try:
+                return call()
+            finally:
+                finished.set()
+
+        future = asyncio.get_running_loop().run_in_executor(None, work)
+        self._busy = (future, finished)
         try:
             result = await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -109,18 +118,23 @@ class AsyncioDriver:
 
     async def settle(self) -> None:
         """Wait for the thread of an Offload whose caller was cancelled (its error,
-        if any, was its caller's to see: dropped here)."""
-        busy = self._busy
-        if busy is not None:
-            try:
-                await asyncio.shield(busy)
-            except asyncio.CancelledError:
-                if busy.done():
-                    self._busy = None
-                raise
-            except Exception:       # noqa: S110 - the cancelled caller's error
-                pass
-            self._busy = None
+        if any, was its caller's to see: dropped here) - on this loop or, when that
+        caller's loop has gone, by the thread itself (never two threads at once)."""
+        if self._busy is None:
+            return
+        busy, finished = self._busy
+        loop = asyncio.get_running_loop()
+        if not finished.is_set():
+            if busy.get_loop() is loop:
+                try:
+                    await asyncio.shield(busy)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:       # noqa: S110 - the cancelled caller's error
+                    pass
+            else:                   # another loop's: its future may never finish
+                await asyncio.shield(loop.run_in_executor(None, finished.wait))
+        self._busy = None
 
     def close(self) -> None:
         """Nothing held between runs (the readers are removed after each wait)."""
