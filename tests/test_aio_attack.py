@@ -198,3 +198,25 @@ def test_a_consumer_used_on_a_second_loop_after_contention_on_the_first(
         finally:
             loop.close()
     assert sorted(seen) == [0, 1, 2, 3, 4]
+
+
+def test_a_seek_after_a_cancelled_poll_is_where_the_next_poll_starts(
+        broker, unique_topic, run) -> None:
+    """The cancelled poll's thread (resolving the reset position) goes on after
+    the cancel: a seek made then must not be overwritten by it."""
+    broker.create_topic(unique_topic, 1)
+    produce(broker, unique_topic, 10)
+
+    async def main() -> int:
+        async with AIOConsumer(bootstrap_servers=broker.bootstrap, **FAST) as consumer:
+            consumer.assign([(unique_topic, 0)])
+            polling = asyncio.ensure_future(consumer.poll(5000))
+            await until(lambda: consumer._driver._busy is not None)   # in its Offload
+            polling.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await polling
+            consumer.seek((unique_topic, 0), 7)
+            records = await consumer.poll(5000)
+            return records[0].offset
+
+    assert run(main()) == 7

@@ -14,7 +14,10 @@ them) only in their last, synchronous segment, so a poll cancelled at any await
 returned nothing and moved nothing. Records the iteration (``async for``,
 :meth:`AIOConsumer.getone`) holds but has not handed out yet count as not
 returned: :meth:`AIOConsumer.position` and :meth:`AIOConsumer.commit` start
-from them, and the next call hands them out first.
+from them, and the next call hands them out first. The plain calls that move
+positions (seek, assign, subscribe, pause, resume) first wait for the thread
+of a blocking exchange still running (a cancelled poll's: it would overwrite
+them), on the loop, for at most that exchange's own deadline.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ class AIOConsumer:
 
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Read exactly these partitions (no group); see :meth:`Consumer.assign`."""
+        self._driver.join()         # a poll's exchange still in its thread
         self._consumer.assign(partitions)
         self._drop_held()
 
@@ -94,6 +98,7 @@ class AIOConsumer:
         """Join ``group_id`` for ``topics`` or ``pattern`` (the join itself happens
         in the polls that follow). The ``listener``'s (plain, not async) methods
         run in the poll, in a worker thread when the rebalance step is offloaded."""
+        self._driver.join()
         self._consumer.subscribe(topics, pattern=pattern, listener=listener)
 
     async def unsubscribe(self) -> None:
@@ -105,6 +110,7 @@ class AIOConsumer:
 
     def seek(self, partition: tuple[str, int], offset: int) -> None:
         """Read ``partition`` from ``offset`` next."""
+        self._driver.join()
         self._consumer.seek(partition, offset)
         self._drop_held({as_tp(partition)})
 
@@ -128,11 +134,13 @@ class AIOConsumer:
 
     def pause(self, *partitions: tuple[str, int]) -> None:
         """Return no records of these partitions until :meth:`resume`."""
+        self._driver.join()
         self._consumer.pause(*partitions)
         self._drop_held({as_tp(p) for p in partitions})
 
     def resume(self, *partitions: tuple[str, int]) -> None:
         """Fetch these partitions again (from their positions)."""
+        self._driver.join()
         self._consumer.resume(*partitions)
 
     def paused(self) -> set[TopicPartition]:

@@ -136,6 +136,13 @@ class AsyncioDriver:
                 await asyncio.shield(loop.run_in_executor(None, finished.wait))
         self._busy = None
 
+    def join(self) -> None:
+        """Block until the thread of an Offload still running has finished (for the
+        clients' plain, synchronous calls - seek, assign...: the thread would
+        otherwise change the same state beside them, a cancelled poll's too)."""
+        if self._busy is not None:
+            self._busy[1].wait()
+
     def close(self) -> None:
         """Nothing held between runs (the readers are removed after each wait)."""
 
