@@ -320,3 +320,55 @@ def test_acl_binding_refuses_what_only_a_filter_may_hold(make: Any) -> None:
 
     with pytest.raises(ConfigError):
         make(admin)
+
+
+@pytest.mark.brokers("tansu", "noida", reason="the mock's classic rebalance is slow to settle "
+                     "(a minute and more under load)")
+def test_revoked_partitions_leave_the_pushed_and_reported_lag(broker, unique_topic) -> None:
+    """A group member that loses a partition in a rebalance: its lag metric goes
+    from what stats_callback and KIP-714 push (the registry, the statistics JSON's
+    topics) by the next poll, as Java's FetchMetricsManager.maybeUpdateAssignment;
+    it stayed there until someone called metrics()."""
+    import pyarrow as pa
+
+    from kproto import Producer
+
+    broker.create_topic(unique_topic, 2)
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
+        for part in (0, 1):
+            p.send_batch(unique_topic, pa.table({"value": [b"x"] * 5}), partition=part).result()
+    group = "g-" + unique_topic
+    settings = dict(bootstrap_servers=broker.bootstrap, group_id=group,
+                    auto_offset_reset="earliest", enable_metrics_push=False,
+                    session_timeout_ms=10000, heartbeat_interval_ms=200)
+    a = Consumer(**settings)
+    b = None
+    try:
+        a.subscribe([unique_topic])
+        deadline = time.monotonic() + 60
+        got = 0
+        while got < 10:
+            assert time.monotonic() < deadline
+            got += len(a.poll(500))
+        a.poll(100)
+
+        def lagged() -> set[int]:
+            return {int(n.tags["partition"]) for n in a._instruments.registry.snapshot()
+                    if n.name == "records-lag" and n.tags.get("topic") == unique_topic}
+
+        assert lagged() == {0, 1}
+        b = Consumer(**settings)
+        b.subscribe([unique_topic])
+        while not (len(a.assignment()) == 1 and len(b.assignment()) == 1):
+            assert time.monotonic() < deadline
+            a.poll(100)
+            b.poll(100)
+        a.poll(100)
+        [kept] = [tp.partition for tp in a.assignment()]
+        assert lagged() == {kept}
+        stats = a._fetch_metrics.statistics()["topics"][unique_topic]["partitions"]
+        assert set(stats) == {str(kept)}
+    finally:
+        a.close()
+        if b is not None:
+            b.close()

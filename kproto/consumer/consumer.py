@@ -295,6 +295,8 @@ class Consumer:
                 yield Offload(partial(self._group_duties, group, deadline))
             else:
                 self._group_duties(group, deadline)
+        if self._fetch_metrics is not None:     # (a rebalance's revoked partitions)
+            self._fetch_metrics.follow(self._subs.assignment)
         while True:
             if self._fetches.connect_due() or None in self._subs.positions.values():
                 yield Offload(partial(self._fetch_duties, deadline))

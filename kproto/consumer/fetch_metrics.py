@@ -63,6 +63,7 @@ class FetchMetrics:
         #: per partition: (position, high watermark, last stable offset, the end lag
         #: is counted to) last seen
         self.offsets: dict[TopicPartition, tuple[int, int, int, int]] = {}
+        self._assignment: list[TopicPartition] | None = None     # (see follow)
 
     def _new(self, name: str, stats: list[tuple[Any, Any]],
              meter: tuple[str, str, bool] | None = None, tags: dict[str, Any] | None = None,
@@ -133,6 +134,15 @@ class FetchMetrics:
         if s is None:
             s = self._partitions[tp] = self._partition_sensor(tp)
         return s, max(0, watermark - position)
+
+    def follow(self, assignment: list[TopicPartition]) -> None:
+        """Once per poll: drop the metrics of partitions a rebalance took away (the
+        assignment list is a new one after every change: one comparison when not),
+        as Java's ``maybeUpdateAssignment`` - stats_callback and KIP-714 pushes
+        read the registry, not :meth:`keep` via ``metrics()``."""
+        if assignment is not self._assignment:
+            self._assignment = assignment
+            self.keep(assignment)
 
     def keep(self, assigned: Iterable[TopicPartition]) -> None:
         """Drop the partition metrics of partitions no longer assigned (as Java).
