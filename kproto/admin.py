@@ -127,10 +127,11 @@ class ProducerState:
 class PartitionLag:
     """A partition of a group (:meth:`Admin.consumer_group_lag`): the committed
     offset, the end offset (high watermark), the lag between them, and the member
-    it is assigned to (None: no member has it). ``end`` and ``lag`` are None for a
+    it is assigned to (None: no member has it). ``committed`` and ``lag`` are None
+    for an assigned partition nobody committed; ``end`` and ``lag`` for a
     partition that no longer exists (its topic deleted, the offsets kept)."""
 
-    committed: int
+    committed: int | None
     end: int | None
     lag: int | None
     member: str | None = None
@@ -393,12 +394,23 @@ class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
         return Results(values, errors)
 
     def consumer_group_lag(self, group_id: str) -> dict[TopicPartition, PartitionLag]:
-        """Per partition the group committed: committed offset, end offset (high
-        watermark, ListOffsets), lag, and the member it is assigned to (from
-        describe_groups; None where the coordinator cannot describe the group). A
-        partition whose topic is gone has no end and no lag (None), as Java's
-        kafka-consumer-groups.sh shows ``-``: the others' lag is still given."""
-        committed = self.list_consumer_group_offsets(group_id)
+        """Per partition the group committed or a member is assigned: committed
+        offset, end offset (high watermark, ListOffsets), lag, and the member it is
+        assigned to (from describe_groups; None where the coordinator cannot
+        describe the group). As Java's kafka-consumer-groups.sh shows ``-``: an
+        assigned partition nobody committed has ``committed`` and ``lag`` None; a
+        partition whose topic is gone has ``end`` and ``lag`` None - the others'
+        lag is still given."""
+        committed: dict[TopicPartition, int | None] = dict(
+            self.list_consumer_group_offsets(group_id))
+        owner: dict[TopicPartition, str] = {}
+        try:
+            [desc] = self.describe_groups([group_id])
+            owner = {tp: m.member_id for m in desc.members for tp in m.assignment}
+        except (UnsupportedVersionError, GroupIdNotFoundError):
+            pass    # (librdkafka's mock describes no group: lag without members)
+        for tp in sorted(owner):
+            committed.setdefault(tp, None)
         if not committed:
             return {}
         meta = self._cluster.refresh_metadata(sorted({tp.topic for tp in committed}),
@@ -406,14 +418,9 @@ class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
         live = [tp for tp in committed if tp.partition in meta.partitions(tp.topic)]
         found = self.list_offsets(dict.fromkeys(live, "latest")) if live else {}
         ends = {tp: found[tp].offset for tp in live}
-        owner: dict[TopicPartition, str] = {}
-        try:
-            [desc] = self.describe_groups([group_id])
-            owner = {tp: m.member_id for m in desc.members for tp in m.assignment}
-        except (UnsupportedVersionError, GroupIdNotFoundError):
-            pass    # (librdkafka's mock describes no group: lag without members)
         return {tp: PartitionLag(off, ends.get(tp),
-                                 None if tp not in ends else max(0, ends[tp] - off),
+                                 None if tp not in ends or off is None
+                                 else max(0, ends[tp] - off),
                                  owner.get(tp)) for tp, off in committed.items()}
 
     # -- transactions

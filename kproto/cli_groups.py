@@ -61,7 +61,8 @@ def groups(args: argparse.Namespace, settings: dict[str, Any], filtered: Filter,
                                  for m in g["members"]],
                     ("member", "client", "host", "epoch", "assignment", "target"))
             if g["offsets"]:
-                out(args, None, [(o["topic"], o["partition"], o["committed"],
+                out(args, None, [(o["topic"], o["partition"],
+                                  "-" if o["committed"] is None else o["committed"],
                                   "-" if o["end"] is None else o["end"],
                                   "-" if o["lag"] is None else o["lag"]) for o in g["offsets"]],
                     ("topic", "partition", "committed", "end", "lag"))
@@ -88,7 +89,8 @@ def _described(admin: Any, gid: str) -> dict[str, Any]:
                           target=_tps(getattr(m, "target_assignment", m.assignment)))
         members.append(member)
     lag: list[dict[str, Any]] = []
-    if committed:       # (a topic since deleted: end and lag None, and not created again)
+    if committed or (desc.members and desc.type != "share"):
+        # (None: nobody committed the partition, or its topic was deleted)
         lag = [{"topic": tp.topic, "partition": tp.partition, "committed": p.committed,
                 "end": p.end, "lag": p.lag, "member": p.member}
                for tp, p in admin.consumer_group_lag(gid).items()]
@@ -108,11 +110,13 @@ def _manage(args: argparse.Namespace, admin: Any, out: Out) -> None:
         gid = args.names[0]
         lag = admin.consumer_group_lag(gid)
         if not lag:
-            raise CliError(f"group {gid!r} has no committed offsets (kproto groups list)")
+            raise CliError(f"group {gid!r} has no committed offsets and no members "
+                           "(kproto groups list)")
         rows = [{"topic": tp.topic, "partition": tp.partition, "committed": p.committed,
                  "end": p.end, "lag": p.lag, "member": p.member} for tp, p in lag.items()]
         # (end and lag None: the topic is gone, as kafka-consumer-groups.sh shows "-")
-        out(args, rows, [(r["topic"], r["partition"], r["committed"],
+        out(args, rows, [(r["topic"], r["partition"],
+                          "-" if r["committed"] is None else r["committed"],
                           "-" if r["end"] is None else r["end"],
                           "-" if r["lag"] is None else r["lag"], r["member"] or "-")
                          for r in rows],

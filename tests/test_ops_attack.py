@@ -372,3 +372,47 @@ def test_revoked_partitions_leave_the_pushed_and_reported_lag(broker, unique_top
         a.close()
         if b is not None:
             b.close()
+
+
+@pytest.mark.brokers("noida", reason="the broker that describes a classic group's members' "
+                     "assignments (Tansu answers none; the mock's OffsetFetch answer is not "
+                     "null-safe)")
+def test_group_lag_shows_assigned_partitions_nobody_committed(broker, unique_topic,
+                                                              capsys) -> None:
+    """A member assigned two partitions that committed only one: the other was
+    left out of the lag (its whole backlog invisible); Java's
+    kafka-consumer-groups.sh lists it with '-' for the committed offset and lag."""
+    import json
+
+    import pyarrow as pa
+
+    from kproto import Producer
+    from kproto.admin import Admin
+
+    broker.create_topic(unique_topic, 2)
+    with Producer(bootstrap_servers=broker.bootstrap) as p:
+        for part in (0, 1):
+            p.send_batch(unique_topic, pa.table({"value": [b"x"] * 5}), partition=part).result()
+    group = "g-" + unique_topic
+    c = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False,
+                 auto_offset_reset="earliest", enable_metrics_push=False)
+    try:
+        c.subscribe([unique_topic])
+        deadline = time.monotonic() + 60
+        while len(c.assignment()) < 2:
+            assert time.monotonic() < deadline
+            c.poll(200)
+        c.commit({(unique_topic, 0): 3})
+        with Admin(bootstrap_servers=broker.bootstrap) as admin:
+            lag = admin.consumer_group_lag(group)
+        got = {tp.partition: (p.committed, p.end, p.lag, p.member is not None)
+               for tp, p in lag.items()}
+        assert got == {0: (3, 5, 2, True), 1: (None, 5, None, True)}
+        code, out, err = _run(capsys, "-b", broker.bootstrap, "--json", "groups", "lag", group)
+        assert code == 0, err
+        assert [(r["partition"], r["committed"], r["lag"]) for r in json.loads(out)] == \
+            [(0, 3, 2), (1, None, None)]
+        code, out, err = _run(capsys, "-b", broker.bootstrap, "groups", "lag", group)
+        assert code == 0 and out.splitlines()[-1] == "total lag 2", err
+    finally:
+        c.close()
