@@ -234,17 +234,19 @@ class Sensor:
     """Records values into its stats (Java's ``Sensor``); a value recorded here is
     recorded in its parents too (a partition's lag into the client's maximum)."""
 
-    __slots__ = ("name", "_registry", "_stats", "_parents")
+    __slots__ = ("name", "_registry", "_stats", "_parents", "_names")
 
     def __init__(self, name: str, registry: Metrics, parents: Iterable[Sensor] = ()) -> None:
         self.name = name
         self._registry = registry
         self._stats: list[Stat] = []
         self._parents = tuple(parents)
+        self._names: list[MetricName] = []     # its metrics (remove_sensor drops them)
 
     def add(self, name: MetricName, stat: Stat) -> None:
         """Measure ``stat`` of this sensor's values as the metric ``name``."""
         self._stats.append(stat)
+        self._names.append(name)
         self._registry._add(name, stat, self)
 
     def add_meter(self, rate: MetricName, total: MetricName, *, count: bool = False) -> None:
@@ -336,8 +338,10 @@ class Metrics:
         """Drop sensor ``name`` and its metrics (a partition no longer assigned)."""
         with self.lock:
             s = self._sensors.pop(name, None)
-            if s is not None:
-                self._metrics = {n: v for n, v in self._metrics.items() if v[1] is not s}
+            if s is not None:       # (its own metrics: not a walk of every metric)
+                for n in s._names:
+                    if self._metrics.get(n, (None, None))[1] is s:
+                        del self._metrics[n]
 
     def snapshot(self) -> dict[MetricName, float]:
         """Every metric's value now: ``{MetricName: float}`` (what ``metrics()`` returns)."""
