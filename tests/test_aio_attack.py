@@ -5,6 +5,7 @@ cancellations at await points, secrets in reprs. Real brokers (tests/conftest.py
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -220,3 +221,86 @@ def test_a_seek_after_a_cancelled_poll_is_where_the_next_poll_starts(
             return records[0].offset
 
     assert run(main()) == 7
+
+
+def test_a_poll_after_a_cancelled_one_keeps_its_own_timeout(broker, unique_topic, run) -> None:
+    """The cancelled poll's blocking exchange (a stalled broker) goes on in its
+    thread with that poll's deadline; the next poll waits for it only until its
+    own, returns nothing then, and later reads from where nothing was consumed."""
+    broker.create_topic(unique_topic, 1)
+    produce(broker, unique_topic, 5)
+
+    async def main(proxies: list[Any]) -> tuple[list[int], float, list[int]]:
+        async with AIOConsumer(bootstrap_servers=",".join(p.address for p in proxies),
+                               **FAST) as consumer:
+            consumer.assign([(unique_topic, 0)])
+            for proxy in proxies:
+                proxy.stall = True
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(consumer.poll(60000), 1)
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            quick = [r.offset for r in await consumer.poll(100)]
+            took = loop.time() - start
+            for proxy in proxies:
+                proxy.stall = False
+            later: list[int] = []
+            while len(later) < 5:
+                got = await consumer.poll(10000)
+                assert got, later
+                later.extend(r.offset for r in got)
+            return quick, took, later
+
+    with broker.proxied() as proxied:
+        quick, took, later = run(main(proxied.proxies))
+    assert quick == []
+    assert took < 2.5, took
+    assert later == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.brokers(needs=("groups",))
+def test_a_rebalance_listener_that_waits_on_the_loop_for_a_seek(
+        broker, unique_topic, run) -> None:
+    """on_partitions_assigned runs in the poll's worker thread and waits for a
+    coroutine on the loop that seeks: the seek must not wait for that thread."""
+    broker.create_topic(unique_topic, 1)
+    produce(broker, unique_topic, 10)
+
+    async def main() -> tuple[list[int], list[Any]]:
+        loop = asyncio.get_running_loop()
+        outcome: list[Any] = []
+        async with AIOConsumer(bootstrap_servers=broker.bootstrap, group_id=f"g-{unique_topic}",
+                               **GROUP) as consumer:
+            async def seek_to_3() -> None:
+                consumer.seek((unique_topic, 0), 3)
+
+            class Listener:
+                def on_partitions_revoked(self, revoked: Any) -> None:
+                    pass
+
+                def on_partitions_assigned(self, assigned: Any) -> None:
+                    if not assigned:
+                        return
+                    on_loop = threading.get_ident() == loop_thread
+                    outcome.append("on the loop" if on_loop else "in a thread")
+                    if on_loop:             # (the step was not offloaded)
+                        consumer.seek((unique_topic, 0), 3)
+                        return
+                    try:
+                        asyncio.run_coroutine_threadsafe(seek_to_3(), loop).result(10)
+                        outcome.append("sought")
+                    except Exception as exc:    # a deadlock, broken by the timeout
+                        outcome.append(exc)
+
+            loop_thread = threading.get_ident()
+            consumer.subscribe([unique_topic], listener=Listener())
+            got: list[int] = []
+            for _ in range(60):
+                got.extend(r.offset for r in await consumer.poll(1000))
+                if got:
+                    break
+            return got, outcome
+
+    got, outcome = run(main())
+    assert outcome == ["in a thread", "sought"], outcome
+    assert got and got[0] == 3, got

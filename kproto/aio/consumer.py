@@ -16,8 +16,11 @@ returned nothing and moved nothing. Records the iteration (``async for``,
 returned: :meth:`AIOConsumer.position` and :meth:`AIOConsumer.commit` start
 from them, and the next call hands them out first. The plain calls that move
 positions (seek, assign, subscribe, pause, resume) first wait for the thread
-of a blocking exchange still running (a cancelled poll's: it would overwrite
-them), on the loop, for at most that exchange's own deadline.
+of a cancelled poll's blocking exchange still running (it would overwrite
+them), for at most that exchange's own deadline; not from that thread itself
+(a rebalance listener's), nor for a poll still awaited. A poll after a
+cancelled one waits for that thread only until its own deadline (then returns
+nothing, the thread left to finish).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..columns import Record
 from ..consumer.consumer import Consumer
+from ..consumer.fetch_buffer import Collected
 from ..errors import ConfigError, IllegalStateError
 from ..structs import TopicPartition, as_tp
 from .driver import AsyncioDriver
@@ -39,7 +43,6 @@ from .locks import Serial
 if TYPE_CHECKING:
     import pyarrow
 
-    from ..consumer.fetch_buffer import Collected
     from ..groups.member import RebalanceListener
     from ..structs import ConsumerGroupMetadata, OffsetAndTimestamp
 
@@ -298,11 +301,13 @@ class AIOConsumer:
                               f"not {timeout_ms!r}")
         # a turn of the loop first: a poll served from the fetch buffer would not
         # suspend, and a task reading a backlog would keep every other task waiting
+        deadline = time.monotonic() + timeout_ms / 1000
         await asyncio.sleep(0)
         async with self._serial.lock:
             consumer._check_open()      # again: closed by another task meanwhile
-            return await self._driver.run(consumer._poll_steps(
-                time.monotonic() + timeout_ms / 1000, max_records))
+            if not await self._driver.settle(deadline):     # a cancelled poll's thread
+                return Collected([])
+            return await self._driver.run(consumer._poll_steps(deadline, max_records))
 
     # ------------------------------------------------------------------ held records
 

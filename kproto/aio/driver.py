@@ -12,7 +12,8 @@ Cancellation: a task cancelled while its steps wait is cancelled there (the
 connections are let go of, the steps closed where they yielded: a client's
 steps hand nothing out before their last segment, see ``Consumer._poll_steps``).
 A task cancelled during an Offload cannot stop the thread: the next :meth:`run`
-of this driver waits for it first, so two exchanges of one client never overlap.
+of this driver waits for it first, so two exchanges of one client never overlap
+(a poll waits for it only until its own deadline: :meth:`settle`).
 
 Works with any asyncio event loop that implements ``add_reader`` (the default
 selector loop on Linux and macOS, uvloop); not the Windows proactor loop.
@@ -45,6 +46,10 @@ class AsyncioDriver:
     def __init__(self) -> None:
         #: the thread of an Offload whose caller was cancelled: waited for first
         self._busy: tuple[asyncio.Future[Any], threading.Event] | None = None
+        #: the thread running an Offload now (its own calls must not wait for it)
+        self._worker: int | None = None
+        #: the caller of the Offload in ``_busy`` was cancelled: nobody awaits it
+        self._orphaned = False
 
     async def wait(self, conns: Sequence[BrokerConnection], deadline: float
                    ) -> list[BrokerConnection]:
@@ -102,9 +107,11 @@ class AsyncioDriver:
         finished = threading.Event()
 
         def work() -> Any:
+            self._worker = threading.get_ident()
             try:
                 return call()
             finally:
+                self._worker = None
                 finished.set()
 
         future = asyncio.get_running_loop().run_in_executor(None, work)
@@ -112,35 +119,41 @@ class AsyncioDriver:
         try:
             result = await asyncio.shield(future)
         except asyncio.CancelledError:
-            raise                   # the thread goes on: settle() waits for it
+            self._orphaned = True   # the thread goes on: settle() waits for it
+            raise
         self._busy = None
         return result
 
-    async def settle(self) -> None:
+    async def settle(self, deadline: float | None = None) -> bool:
         """Wait for the thread of an Offload whose caller was cancelled (its error,
         if any, was its caller's to see: dropped here) - on this loop or, when that
-        caller's loop has gone, by the thread itself (never two threads at once)."""
+        caller's loop has gone, by the thread itself (never two threads at once).
+        False if it still runs at ``deadline`` (a ``time.monotonic()`` value: a
+        poll's own), left to finish in the background; True once it has."""
         if self._busy is None:
-            return
+            return True
         busy, finished = self._busy
         loop = asyncio.get_running_loop()
         if not finished.is_set():
-            if busy.get_loop() is loop:
-                try:
-                    await asyncio.shield(busy)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:       # noqa: S110 - the cancelled caller's error
-                    pass
-            else:                   # another loop's: its future may never finish
-                await asyncio.shield(loop.run_in_executor(None, finished.wait))
-        self._busy = None
+            if busy.get_loop() is not loop:     # another loop's: may never finish
+                busy = loop.run_in_executor(None, finished.wait)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            await asyncio.wait([busy], timeout=left)    # (a cancel leaves it be)
+            if not finished.is_set():
+                return False
+            if busy.done() and not busy.cancelled():
+                busy.exception()            # the cancelled caller's error: dropped
+        self._busy, self._orphaned = None, False
+        return True
 
     def join(self) -> None:
-        """Block until the thread of an Offload still running has finished (for the
-        clients' plain, synchronous calls - seek, assign...: the thread would
-        otherwise change the same state beside them, a cancelled poll's too)."""
-        if self._busy is not None:
+        """Block until the thread of a cancelled call's Offload has finished (for
+        the clients' plain, synchronous calls - seek, assign...: that thread would
+        otherwise overwrite what they set). Not from that thread itself (a rebalance
+        listener's seek), nor while the call that runs it is still awaited (its
+        listener may be waiting on the loop for a coroutine that seeks)."""
+        if self._busy is not None and self._orphaned \
+                and self._worker != threading.get_ident():
             self._busy[1].wait()
 
     def close(self) -> None:
