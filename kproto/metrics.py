@@ -402,18 +402,32 @@ class StatsReporter:
         self._registry, self._interval = registry, interval_ms / 1000
         self._callback, self._extra = callback, extra
         self._stop = threading.Event()
+        self._in_callback = False
+        self._gate = threading.Lock()      # (close vs. a report starting)
         self._thread = threading.Thread(target=self._run, name="kproto-stats", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self._callback(self._registry.statistics(
-                    self._extra() if self._extra is not None else None))
+                doc = self._registry.statistics(
+                    self._extra() if self._extra is not None else None)
+                with self._gate:
+                    if self._stop.is_set():
+                        return
+                    self._in_callback = True
+                try:
+                    self._callback(doc)
+                finally:
+                    self._in_callback = False
             except Exception:  # noqa: BLE001 - a user callback must not end the reports
                 log.exception("stats_callback raised")
 
     def close(self) -> None:
-        self._stop.set()
-        if threading.current_thread() is not self._thread:
+        """No report starts after this returns; one under way in the user's callback
+        is not waited for (a slow callback does not hold the client's close)."""
+        with self._gate:
+            self._stop.set()
+            busy = self._in_callback
+        if threading.current_thread() is not self._thread and not busy:
             self._thread.join(5)

@@ -437,3 +437,31 @@ def test_unassigning_thousands_of_partitions_is_quick() -> None:
     assert {n.tags.get("partition") for n in left} - {None} == {str(i) for i in range(10)}
     assert names - left == {n for n in names if int(n.tags.get("partition", 0)) >= 10}
     assert len(names - left) == 3 * 4990
+
+
+def test_a_slow_stats_callback_does_not_hold_close() -> None:
+    """close() while stats_callback is still running (a slow user callback) waited
+    5 s for it; now it returns at once, and no report starts after it."""
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def slow(doc: str) -> None:
+        calls.append(doc)
+        inside.set()
+        release.wait(30)
+
+    c = Consumer(bootstrap_servers="127.0.0.1:1", stats_callback=slow,
+                 statistics_interval_ms=10, enable_metrics_push=False)
+    try:
+        assert inside.wait(10)
+        start = time.monotonic()
+        c.close()
+        assert time.monotonic() - start < 2.0
+    finally:
+        release.set()
+    reporter = c._instruments.stats
+    assert reporter is not None
+    reporter._thread.join(5)
+    assert not reporter._thread.is_alive() and len(calls) == 1
