@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from kproto import Producer
-from kproto.aio import AIOConsumer
+from kproto.aio import AIOConsumer, AIOShareConsumer
 from kproto.errors import IllegalStateError
 from tests.aio_support import DRIVERS, new_loop
+from tests.share_support import SHARE_BROKERS, share_topic
 
 pytestmark = pytest.mark.broker
 
@@ -304,3 +305,36 @@ def test_a_rebalance_listener_that_waits_on_the_loop_for_a_seek(
     got, outcome = run(main())
     assert outcome == ["in a thread", "sought"], outcome
     assert got and got[0] == 3, got
+
+
+@SHARE_BROKERS
+def test_two_tasks_iterating_one_share_consumer_lose_no_record(broker, run) -> None:
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as producer:
+        topic, group = share_topic(broker, producer, 40)
+
+        async def main() -> list[int]:
+            async with AIOShareConsumer(bootstrap_servers=broker.bootstrap, group_id=group,
+                                        fetch_max_wait_ms=100, max_poll_records=10) as c:
+                c.subscribe([topic])
+                seen: list[int] = []
+                done = asyncio.Event()
+
+                async def iterate() -> None:
+                    async for record in c:
+                        seen.append(record.offset)
+                        if len(seen) >= 40:
+                            done.set()
+                        await asyncio.sleep(0.05)   # busy: the other task polls
+
+                tasks = [asyncio.ensure_future(iterate()) for _ in range(2)]
+                try:
+                    await asyncio.wait_for(done.wait(), 20)
+                except asyncio.TimeoutError:
+                    pass
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                return seen
+
+        seen = run(main())
+    assert sorted(seen) == list(range(40)), sorted(seen)

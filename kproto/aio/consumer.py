@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 from ..columns import Record
 from ..consumer.consumer import Consumer
 from ..consumer.fetch_buffer import Collected
-from ..errors import ConfigError, IllegalStateError
+from ..errors import ConfigError
 from ..structs import TopicPartition, as_tp
 from .driver import AsyncioDriver
+from .held import next_held, take_held
 from .locks import Serial
 
 if TYPE_CHECKING:
@@ -214,7 +215,7 @@ class AIOConsumer:
         ``timeout_ms``. Cancelled: nothing returned and nothing consumed."""
         limit = max_records or self.config["max_poll_records"]
         if self._held:
-            return self._take_held(limit)
+            return take_held(self._held, limit)
         return (await self._collect(timeout_ms, limit)).to_records()
 
     async def poll_batch(self, timeout_ms: int = 1000, max_records: int = _BATCH_ROWS
@@ -265,17 +266,8 @@ class AIOConsumer:
 
     async def __anext__(self) -> Record:
         """The next record, waiting for it (records forever, until :meth:`close`)."""
-        held = self._held
-        while not held:
-            if self._consumer._closed:
-                raise StopAsyncIteration
-            try:
-                held.extend(await self._records(1000))
-            except IllegalStateError:
-                if self._consumer._closed:      # by another task while this one waited
-                    raise StopAsyncIteration from None
-                raise
-        return held.popleft()
+        return await next_held(self._held, lambda: self._records(1000),
+                               lambda: self._consumer._closed)
 
     async def read_range(self, topic: str, ranges: Mapping[int, tuple[Any, Any]] | None = None,
                          *, timeout_ms: int | None = None, headers: bool = True
@@ -310,11 +302,6 @@ class AIOConsumer:
             return await self._driver.run(consumer._poll_steps(deadline, max_records))
 
     # ------------------------------------------------------------------ held records
-
-    def _take_held(self, limit: int) -> list[Record]:
-        held = self._held
-        out = [held.popleft() for _ in range(min(limit, len(held)))]
-        return out
 
     def _drop_held(self, tps: set[TopicPartition] | None = None) -> None:
         """Forget held records (of ``tps``): the consumer's position moved."""

@@ -8,6 +8,12 @@ are blocking exchanges) run in a worker thread; then its poll steps
 ShareFetch answers awaited on the loop. A poll cancelled while it waits hands
 nothing out: the records acquired meanwhile stay in the share consumer's buffer
 and the next poll returns them (they are not released, nor delivered twice).
+Records the iteration (``async for``) holds but has not handed out yet count as
+not returned: the next poll hands them out first (a poll in another task would
+otherwise accept them implicitly). The plain calls (subscribe, acknowledge)
+first wait for the thread of a cancelled poll's blocking exchange, and a poll
+after a cancelled one waits for it only until its own deadline, as
+:class:`~kproto.aio.AIOConsumer`'s.
 """
 
 from __future__ import annotations
@@ -15,18 +21,19 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..consumer.share import ShareConsumer
+from ..consumer.share_buffer import ShareCollected
 from ..errors import ConfigError, IllegalStateError
 from .driver import AsyncioDriver
+from .held import next_held, take_held
 from .locks import Serial
 
 if TYPE_CHECKING:
     import pyarrow
-
-    from ..consumer.share_buffer import ShareCollected
 
 __all__ = ["AIOShareConsumer"]
 
@@ -47,10 +54,12 @@ class AIOShareConsumer:
         self.config = self._consumer.config
         self._driver = AsyncioDriver()
         self._serial = Serial(self._driver)
-        self._held: list[Any] = []
+        #: records a poll returned to the iteration, not handed out yet
+        self._held: deque[Any] = deque()
 
     def subscribe(self, topics: Iterable[str] | str) -> None:
         """Join share group ``group_id`` reading ``topics``."""
+        self._driver.join()         # a cancelled poll's exchange still in its thread
         self._consumer.subscribe(topics)
 
     async def unsubscribe(self) -> None:
@@ -64,7 +73,10 @@ class AIOShareConsumer:
         return self._consumer.assignment()
 
     async def poll(self, timeout_ms: int = 1000) -> list[Any]:
-        """Records acquired within ``timeout_ms`` (:meth:`ShareConsumer.poll`)."""
+        """Records acquired within ``timeout_ms`` (:meth:`ShareConsumer.poll`);
+        those the iteration holds first."""
+        if self._held:
+            return take_held(self._held, self.config["max_poll_records"])
         got = await self._collect(timeout_ms, self.config["max_poll_records"])
         return got.to_records()
 
@@ -78,14 +90,16 @@ class AIOShareConsumer:
         return self
 
     async def __anext__(self) -> Any:
-        while not self._held:
-            if self._consumer._closed:
-                raise StopAsyncIteration
-            self._held = (await self.poll(1000))[::-1]
-        return self._held.pop()
+        """The next record acquired, waiting for it (until :meth:`close`)."""
+        return await next_held(self._held, self._records, lambda: self._consumer._closed)
+
+    async def _records(self) -> list[Any]:
+        got = await self._collect(1000, self.config["max_poll_records"])
+        return got.to_records()
 
     def acknowledge(self, record: Any, type: Any = None) -> None:
         """Acknowledge one record (explicit mode); sent with the next poll or commit."""
+        self._driver.join()
         if type is None:
             self._consumer.acknowledge(record)
         else:
@@ -93,6 +107,7 @@ class AIOShareConsumer:
 
     def acknowledge_batch(self, batch: Any, type: Any = None, **options: Any) -> None:
         """:meth:`ShareConsumer.acknowledge_batch`."""
+        self._driver.join()
         self._consumer.acknowledge_batch(batch, type, **options)
 
     async def commit_sync(self, timeout_ms: int | None = None) -> dict[Any, Any]:
@@ -155,5 +170,7 @@ class AIOShareConsumer:
 
         await asyncio.sleep(0)          # a turn of the loop, however much is buffered
         async with self._serial.lock:
+            if not await self._driver.settle(deadline):     # a cancelled poll's thread
+                return ShareCollected([])
             await self._driver.offload(duties)
             return await self._driver.run(c._poll_steps(deadline, max_records))
