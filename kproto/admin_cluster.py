@@ -17,6 +17,7 @@ from typing import Any
 
 from .admin_base import AdminBase, Results, error_of
 from .errors import (
+    ConfigError,
     KprotoError,
     LeaderNotAvailableError,
     ProtocolError,
@@ -123,7 +124,7 @@ class ClusterAdmin(AdminBase):
         """Grow each topic to ``counts[topic]`` partitions (Java's
         ``createPartitions``); ``assignments[topic]``: the new partitions' replicas
         (default: the broker places them). Each topic succeeds or fails on its own."""
-        wanted = dict(counts)
+        wanted = {t: _whole(n, f"topic {t!r}'s partition count") for t, n in counts.items()}
         if not wanted:
             return Results({})
         body = self._controller_request(ApiKey.CREATE_PARTITIONS, {
@@ -149,7 +150,8 @@ class ClusterAdmin(AdminBase):
         """Delete every record before ``before[(topic, partition)]`` (-1: the high
         watermark) on each partition's leader (Java's ``deleteRecords``): per
         partition, its new low watermark (log start offset), or its error."""
-        wanted = {_tp(k): int(v) for k, v in before.items()}
+        wanted = {tp: _whole(v, f"the offset to delete {tp.topic}[{tp.partition}] before")
+                  for tp, v in ((_tp(k), v) for k, v in before.items())}
         errors: dict[TopicPartition, Exception] = {}
         meta = self._cluster.refresh_metadata(sorted({tp.topic for tp in wanted}),
                                              auto_create=False)
@@ -240,6 +242,14 @@ class ClusterAdmin(AdminBase):
                 tuple(p["replicas"]), tuple(p["adding_replicas"]),
                 tuple(p["removing_replicas"])))
             for t in body["topics"] for p in t["partitions"]))
+
+
+def _whole(value: Any, what: str) -> int:
+    """``value``, an int (not a float, a string or a bool: a number out of range is
+    the broker's to refuse, per resource)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{what} must be a whole number, not {value!r}")
+    return value
 
 
 def _unanswered(wanted: Iterable[Any], values: Mapping[Any, Any],

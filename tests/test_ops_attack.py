@@ -465,3 +465,27 @@ def test_a_slow_stats_callback_does_not_hold_close() -> None:
     assert reporter is not None
     reporter._thread.join(5)
     assert not reporter._thread.is_alive() and len(calls) == 1
+
+
+# ------------------------------------------------------------------ admin input
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: a.delete_records({("t", 0): 5.9}),
+    lambda a: a.delete_records({("t", 0): "5"}),
+    lambda a: a.delete_records({("t", 0): True}),
+    lambda a: a.create_partitions({"t": "3"}),
+    lambda a: a.create_partitions({"t": 2.5}),
+])
+def test_admin_offsets_and_counts_must_be_whole_numbers(call: Any) -> None:
+    """delete_records({tp: 5.9}) deleted before offset 5 (int() of it), "x" raised
+    ValueError; create_partitions({t: "3"}) an EncodeError: a ConfigError naming
+    the value now, before any request."""
+    from kproto.admin import Admin
+
+    admin = Admin(bootstrap_servers="127.0.0.1:1", enable_metrics_push=False)
+    try:
+        with pytest.raises(ConfigError, match="whole number"):
+            call(admin)
+    finally:
+        admin.close()
