@@ -50,7 +50,7 @@ from ..net.cluster import Cluster
 from ..protocol import ApiKey
 from ..structs import ConsumerGroupMetadata, SubscriptionState, TopicPartition
 from .consumer_state import HeartbeatOutcome, Membership, MemberState, new_member_id
-from .member import _COORDINATOR_GONE, GroupMember, RebalanceListener
+from .member import GroupMember, RebalanceListener
 
 __all__ = ["ConsumerMembership"]
 
@@ -377,9 +377,10 @@ class ConsumerMembership(GroupMember):
                 self.state.on_heartbeat_success(body["member_epoch"], body["assignment"])
                 outcome = HeartbeatOutcome.OK
             else:
+                # (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE: _request dropped the
+                # connection already; never take its lock under the state lock - a
+                # commit holds it and then takes the state lock for its epoch)
                 outcome = self.state.on_heartbeat_error(code, body.get("error_message"))
-                if code in _COORDINATOR_GONE:
-                    self._drop_coordinator()
             self._sync()
         return outcome
 
