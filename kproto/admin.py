@@ -29,7 +29,7 @@ from .admin_acls import (
     ResourcePatternFilter,
     ResourceType,
 )
-from .admin_base import Results, error_of
+from .admin_base import Results, error_of, ids
 from .admin_cluster import (
     ClusterAdmin,
     ClusterDescription,
@@ -154,7 +154,7 @@ class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
         count) and wait until their partitions have leaders. ``replication_factor``
         -1 takes the broker default. Raises the first topic's error
         (TopicAlreadyExistsError unless ``exist_ok``)."""
-        wanted = dict(topics) if isinstance(topics, Mapping) else {t: -1 for t in topics}
+        wanted = dict(topics) if isinstance(topics, Mapping) else {t: -1 for t in ids(topics)}
         body = self._controller_request(ApiKey.CREATE_TOPICS, {
             "topics": [{"name": name, "num_partitions": n,
                         "replication_factor": replication_factor, "assignments": [],
@@ -173,7 +173,7 @@ class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
 
     def delete_topics(self, topics: Iterable[str], *, timeout_ms: int = 30000) -> None:
         """Delete topics; raises the first topic's error."""
-        names = list(topics)
+        names = ids(topics)
         body = self._controller_request(ApiKey.DELETE_TOPICS, lambda v: {
             "timeout_ms": timeout_ms, **({"topics": [{"name": n} for n in names]} if v >= 6
                                         else {"topic_names": names})})
@@ -240,13 +240,13 @@ class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
         A group no API knows comes back as DescribeGroups says (state Dead, or
         Empty from some brokers)."""
         return [self._with_coordinator(gid, functools.partial(self._describe_any, gid=gid))
-                for gid in group_ids]
+                for gid in ids(group_ids)]
 
     def describe_classic_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
         """Classic groups: state, protocol and members (with their decoded
         assignments), from DescribeGroups (Java's ``describeClassicGroups``)."""
         return [self._with_coordinator(gid, functools.partial(self._describe_classic, gid=gid))
-                for gid in group_ids]
+                for gid in ids(group_ids)]
 
     def describe_consumer_groups(self, group_ids: Iterable[str]
                                  ) -> list[ConsumerGroupDescription | GroupDescription]:
@@ -269,7 +269,7 @@ class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
         coordinator without ShareGroupDescribe raises UnsupportedVersionError
         naming it; a group that is not a share group, GroupIdNotFoundError."""
         out = []
-        for gid in group_ids:
+        for gid in ids(group_ids):
             body = self._coordinator_request(gid, ApiKey.SHARE_GROUP_DESCRIBE, {
                 "group_ids": [gid], "include_authorized_operations": False})
             out += share_descriptions(body, self._topic_names)
@@ -343,7 +343,7 @@ class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
         (GroupNotEmptyError, GroupIdNotFoundError...)."""
         values: dict[str, None] = {}
         errors: dict[str, Exception] = {}
-        for gid in dict.fromkeys(group_ids):
+        for gid in dict.fromkeys(ids(group_ids)):
             try:
                 body = self._coordinator_request(gid, ApiKey.DELETE_GROUPS,
                                                  {"groups_names": [gid]})
@@ -454,7 +454,7 @@ class Admin(ConfigsAdmin, AclsAdmin, ClusterAdmin):
         """State, producer id and epoch, timeout and open partitions of each
         transactional id, from its coordinator (DescribeTransactions)."""
         out = []
-        for tid in transactional_ids:
+        for tid in ids(transactional_ids):
             body = self._coordinator_request(tid, ApiKey.DESCRIBE_TRANSACTIONS,
                                              {"transactional_ids": [tid]}, TRANSACTION)
             for t in body["transaction_states"]:

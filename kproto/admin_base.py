@@ -19,7 +19,7 @@ from .metrics import MetricName
 from .net.blocking import BrokerConnection, Fields
 from .protocol.requests import GROUP
 
-__all__ = ["AdminBase", "Results"]
+__all__ = ["AdminBase", "Results", "ids"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -68,6 +68,12 @@ class Results(Mapping[K, V], Generic[K, V]):
         shown = {k: (f"<{type(self.errors[k]).__name__}>" if k in self.errors
                      else self.succeeded[k]) for k in self._order}
         return f"Results({shown!r})"
+
+
+def ids(value: Any) -> list[str]:
+    """Names (topics, group ids...) given as an iterable of strings, or as one string:
+    one name, never its letters (``delete_topics("events")`` deleted e, v, n, t, s)."""
+    return [value] if isinstance(value, str) else list(value)
 
 
 def error_of(code: int, message: str | None = None, **context: Any) -> Exception | None:

@@ -489,3 +489,26 @@ def test_admin_offsets_and_counts_must_be_whole_numbers(call: Any) -> None:
             call(admin)
     finally:
         admin.close()
+
+
+@pytest.mark.brokers("tansu", "noida", reason="the brokers that delete topics and groups "
+                     "(the mock has no DeleteGroups)")
+def test_one_name_as_a_string_is_one_name(broker, unique_topic) -> None:
+    """``delete_topics("ab")`` / ``delete_consumer_groups("g1")``: a string is one
+    name (as subscribe() takes one); it was iterated into its letters - topics
+    and groups 'a', 'b', ... deleted (or created), the one named left alone."""
+    from kproto.admin import Admin
+
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics(unique_topic)
+        assert unique_topic in admin.list_topics()
+        letters = set(unique_topic)
+        assert not letters & set(admin.list_topics())
+        assert list(admin.delete_consumer_groups("g" + unique_topic)) == ["g" + unique_topic]
+        [desc] = admin.describe_groups("g" + unique_topic)
+        assert desc.group_id == "g" + unique_topic
+        admin.delete_topics(unique_topic)
+        deadline = time.monotonic() + 30
+        while unique_topic in admin.list_topics():
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
