@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .admin_base import AdminBase, Results, error_of
+from .admin_base import AdminBase, Results, error_of, ids
 from .errors import ConfigError, ProtocolError
 from .protocol import ApiKey
 
@@ -125,6 +125,16 @@ def _entry(c: Mapping[str, Any], version: int) -> ConfigEntry:
         CONFIG_TYPES.get(c.get("config_type", 0), "UNKNOWN"), c.get("documentation"))
 
 
+def _ops(ops: Any) -> list[AlterConfigOp]:
+    """A resource's changes: AlterConfigOps (one alone too), nothing else."""
+    found = [ops] if isinstance(ops, AlterConfigOp) else list(ops)
+    for op in found:
+        if not isinstance(op, AlterConfigOp):
+            raise ConfigError(f"incremental_alter_configs takes AlterConfigOp(name, value, op) "
+                              f"changes, not {op!r}")
+    return found
+
+
 def _missing(wanted: list[ConfigResource], answered: Any,
              errors: dict[ConfigResource, Exception]) -> dict[ConfigResource, Exception]:
     """``errors``, and an error for each resource the broker's answer left out."""
@@ -145,7 +155,7 @@ class ConfigsAdmin(AdminBase):
         with ``include_synonyms``, the values each one overrides. A resource that
         does not exist, or that the broker refuses, raises its error on access."""
         wanted = [ConfigResource.of(r) for r in resources]
-        names = None if keys is None else list(keys)
+        names = None if keys is None else ids(keys)
 
         def fields(rs: list[ConfigResource]) -> dict[str, Any]:
             return {"resources": [{"resource_type": RESOURCE_TYPES[r.type],
@@ -189,7 +199,7 @@ class ConfigsAdmin(AdminBase):
                                   ) -> Results[ConfigResource, None]:
         """Apply each resource's :class:`AlterConfigOp` s (set, delete, append,
         subtract: KIP-339; other configs keep their values)."""
-        given = {ConfigResource.of(r): list(ops) for r, ops in changes.items()}
+        given = {ConfigResource.of(r): _ops(ops) for r, ops in changes.items()}
 
         def fields(rs: list[ConfigResource]) -> dict[str, Any]:
             return {"resources": [{"resource_type": RESOURCE_TYPES[r.type],

@@ -512,3 +512,21 @@ def test_one_name_as_a_string_is_one_name(broker, unique_topic) -> None:
         while unique_topic in admin.list_topics():
             assert time.monotonic() < deadline
             time.sleep(0.2)
+
+
+@pytest.mark.brokers("noida", reason="the broker that describes a topic's configs by key")
+def test_config_keys_and_changes_given_oddly(broker, unique_topic) -> None:
+    """describe_configs(keys="retention.ms") asked for configs 'r', 'e', 't'... and
+    answered none; incremental_alter_configs({r: "retention.ms=1"}) raised
+    AttributeError building the request (ops must be AlterConfigOps)."""
+    from kproto.admin import Admin, AlterConfigOp
+
+    broker.create_topic(unique_topic, 1)
+    res = ("topic", unique_topic)
+    with Admin(bootstrap_servers=broker.bootstrap) as admin:
+        assert list(admin.describe_configs([res], keys="retention.ms")[res]) == ["retention.ms"]
+        with pytest.raises(ConfigError, match="AlterConfigOp"):
+            admin.incremental_alter_configs({res: "retention.ms=1"})
+        admin.incremental_alter_configs({res: AlterConfigOp("retention.ms", "7000")}).all()
+        assert admin.describe_configs([res], keys=["retention.ms"])[res][
+            "retention.ms"].value == "7000"
