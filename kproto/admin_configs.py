@@ -110,6 +110,7 @@ class AlterConfigOp:
                               f"one of {', '.join(_OPS)}")
         if self.op != "delete" and self.value is None:
             raise ConfigError(f"config operation {self.op} of {self.name!r} needs a value")
+        _config_pair(self.name, self.value)
 
 
 def _entry(c: Mapping[str, Any], version: int) -> ConfigEntry:
@@ -123,6 +124,15 @@ def _entry(c: Mapping[str, Any], version: int) -> ConfigEntry:
                                             CONFIG_SOURCES.get(s["source"], "UNKNOWN"))
                               for s in c.get("synonyms") or ()),
         CONFIG_TYPES.get(c.get("config_type", 0), "UNKNOWN"), c.get("documentation"))
+
+
+def _config_pair(name: Any, value: Any) -> None:
+    """A config's name (a non-empty string) and value (a string, or None)."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"a config name is a non-empty string, not {name!r}")
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"config {name!r}: values are strings as Kafka has them "
+                          f"(str({value!r})), not {type(value).__name__}")
 
 
 def _ops(ops: Any) -> list[AlterConfigOp]:
@@ -184,6 +194,9 @@ class ConfigsAdmin(AdminBase):
         left out goes back to its default: Java's deprecated ``alterConfigs``;
         :meth:`incremental_alter_configs` changes one key at a time)."""
         given = {ConfigResource.of(r): dict(c) for r, c in configs.items()}
+        for c in given.values():
+            for k, v in c.items():
+                _config_pair(k, v)
 
         def fields(rs: list[ConfigResource]) -> dict[str, Any]:
             return {"resources": [{"resource_type": RESOURCE_TYPES[r.type],

@@ -530,3 +530,19 @@ def test_config_keys_and_changes_given_oddly(broker, unique_topic) -> None:
         admin.incremental_alter_configs({res: AlterConfigOp("retention.ms", "7000")}).all()
         assert admin.describe_configs([res], keys=["retention.ms"])[res][
             "retention.ms"].value == "7000"
+
+
+@pytest.mark.parametrize("make", [
+    lambda a: a.AlterConfigOp("retention.ms", 3600000),
+    lambda a: a.AlterConfigOp("", "1"),
+    lambda a: a.Admin(bootstrap_servers="127.0.0.1:1", enable_metrics_push=False
+                      ).alter_configs({("topic", "t"): {"retention.ms": 1000}}),
+])
+def test_config_values_are_strings(make: Any) -> None:
+    """An int config value (AlterConfigOp("retention.ms", 3600000)) was accepted
+    and failed as an EncodeError deep in the request (or after connecting); an
+    empty config name went to the broker. ConfigError at once."""
+    import kproto.admin as admin
+
+    with pytest.raises(ConfigError, match="config"):
+        make(admin)
