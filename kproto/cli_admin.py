@@ -60,14 +60,14 @@ def configs(args: argparse.Namespace, admin: Any, out: Out) -> None:
                                        include_synonyms=args.synonyms)
         entries = sorted(found[resource].values(), key=lambda e: e.name)
 
-        def shown(name: str, value: str | None, sensitive: bool) -> str | None:
+        def masked(name: str, value: str | None, sensitive: bool) -> str | None:
             # a broker that does not flag a secret config sensitive (Tansu) still
             # gets it masked by its name
             return "***" if sensitive or (value and is_secret_name(name)) else value
 
-        data = [{"name": e.name, "value": shown(e.name, e.value, e.is_sensitive),
+        data = [{"name": e.name, "value": masked(e.name, e.value, e.is_sensitive),
                  "source": e.source, "sensitive": e.is_sensitive, "read_only": e.is_read_only,
-                 "synonyms": [{"name": s.name, "value": shown(s.name, s.value, e.is_sensitive),
+                 "synonyms": [{"name": s.name, "value": masked(s.name, s.value, e.is_sensitive),
                                "source": s.source} for s in e.synonyms]} for e in entries]
         out(args, data, [(d["name"], "" if d["value"] is None else d["value"], d["source"],
                           "yes" if d["read_only"] else "") for d in data],
