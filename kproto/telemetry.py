@@ -356,9 +356,9 @@ class Instruments:
         callback, interval = config.get("stats_callback"), config.get("statistics_interval_ms", 0)
         if callback is not None and not callable(callback):
             raise ConfigError(f"stats_callback must be callable, not {type(callback).__name__}")
-        if interval < 0:
-            raise ConfigError(f"statistics_interval_ms must be 0 (no statistics) or more, "
-                              f"not {interval}")
+        if not 0 <= interval <= 86400000:      # (librdkafka's range: up to a day)
+            raise ConfigError(f"statistics_interval_ms must be 0 (no statistics) to "
+                              f"86400000 (a day), not {interval}")
         if self.registry is None:
             return
         cluster.metrics = self.registry

@@ -29,11 +29,13 @@ def _wait(cond: Any, timeout: float = 20.0) -> None:
                                      {"metrics_num_samples": -3},
                                      {"metrics_sample_window_ms": 0},
                                      {"metrics_sample_window_ms": -1000},
-                                     {"statistics_interval_ms": -1}])
+                                     {"statistics_interval_ms": -1},
+                                     {"statistics_interval_ms": 10**13}])
 def test_metrics_settings_out_of_range_are_refused(setting: dict[str, int]) -> None:
     """Java refuses metrics.num.samples < 1 and a window < 0 (ConfigDef atLeast),
-    librdkafka a negative statistics.interval.ms; kproto read samples 0 as 1, a
-    window of 0 made every rate NaN and a negative interval meant never."""
+    librdkafka a statistics.interval.ms outside 0..86400000; kproto read samples 0
+    as 1, a window of 0 made every rate NaN, a negative interval meant never and a
+    huge one killed the stats thread (OverflowError in Event.wait)."""
     name = next(iter(setting))
     with pytest.raises(ConfigError, match=name):
         Consumer(bootstrap_servers="127.0.0.1:1", stats_callback=lambda s: None, **setting)
