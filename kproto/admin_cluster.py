@@ -188,12 +188,16 @@ class ClusterAdmin(AdminBase):
         return Results(dict(sorted(values.items())),
                        _unanswered(wanted, values, errors, "DeleteRecords"))
 
-    def describe_log_dirs(self, brokers: Iterable[int] | None = None
+    def describe_log_dirs(self, brokers: Iterable[int] | int | None = None
                           ) -> Results[int, dict[str, LogDirDescription]]:
         """Each broker's log dirs (default: every broker's): per dir its error,
         replicas (size, offset lag, future) and space (Java's ``describeLogDirs``)."""
+        given = None if brokers is None else [brokers] if isinstance(brokers, int) \
+            else list(brokers)
+        for n in given or ():
+            _whole(n, "a broker id")
         meta = self._cluster.maybe_refresh()
-        nodes = sorted(meta.brokers) if brokers is None else list(dict.fromkeys(brokers))
+        nodes = sorted(meta.brokers) if given is None else list(dict.fromkeys(given))
         errors: dict[int, Exception] = {}
         for n in nodes:
             if n not in meta.brokers:

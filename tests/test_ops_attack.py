@@ -548,3 +548,17 @@ def test_config_values_are_strings(make: Any) -> None:
 
     with pytest.raises(ConfigError, match="config"):
         make(admin)
+
+
+@pytest.mark.broker
+def test_log_dirs_of_one_broker_by_its_id(broker) -> None:
+    """describe_log_dirs(1) raised TypeError ('int' is not iterable) after asking
+    for metadata; describe_log_dirs(["1"]) said broker '1' is not in the cluster.
+    One id is one broker; an id that is not a whole number is a ConfigError."""
+    from kproto.admin import Admin
+
+    node = min(broker.node_ids)
+    with Admin(bootstrap_servers=broker.bootstrap, enable_metrics_push=False) as admin:
+        assert list(admin.describe_log_dirs(node)) == [node]
+        with pytest.raises(ConfigError, match="broker id"):
+            admin.describe_log_dirs([str(node)])
