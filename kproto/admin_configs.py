@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .admin_base import AdminBase, Results, error_of, ids
+from .config import is_secret_name
 from .errors import ConfigError, ProtocolError
 from .protocol import ApiKey
 
@@ -92,6 +93,15 @@ class ConfigEntry:
     @property
     def is_default(self) -> bool:
         return self.source == "DEFAULT_CONFIG"
+
+    def __repr__(self) -> str:
+        # a secret's value never in a repr, also when the broker did not flag it
+        # sensitive (Tansu); .value still holds what the broker answered
+        hidden = self.is_sensitive or is_secret_name(self.name)
+        return (f"ConfigEntry(name={self.name!r}, value="
+                f"{'***' if hidden and self.value is not None else repr(self.value)}, "
+                f"source={self.source!r}, is_sensitive={self.is_sensitive}, "
+                f"is_read_only={self.is_read_only}, type={self.type!r})")
 
 
 @dataclass(frozen=True)

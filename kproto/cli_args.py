@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from .config import SECRET_NAME, is_secret_name
+
 __all__ = ["CliError", "UsageError", "parser", "secrets", "mask", "is_secret_name"]
 
 
@@ -112,8 +114,7 @@ GROUP_TYPES = ("classic", "consumer", "share", "streams")
 # --------------------------------------------------------------------------- secrets
 
 # (key.pem, keystore.key, keydata: a private key given inline, librdkafka's and KIP-651's)
-_SECRET_NAME = re.compile(r"password|secret|token|jaas|credential|key[._]pem|keystore[._]key|"
-                          r"keydata", re.IGNORECASE)
+_SECRET_NAME = SECRET_NAME
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^\s/@]+@")
 
 
@@ -159,12 +160,6 @@ def secrets(argv: list[str]) -> list[str]:
         if info:
             found.append(info)
     return found
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether a setting or config named ``name`` holds a secret (its value is
-    never printed: ``***``)."""
-    return bool(_SECRET_NAME.search(name))
 
 
 def mask(text: str, hidden: list[str]) -> str:

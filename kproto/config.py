@@ -26,7 +26,8 @@ from .config_providers import ConfigProviders
 from .errors import ConfigError
 
 __all__ = ["resolve", "expand_secrets", "setting_key", "is_text", "OPTIONS", "Option", "Settings",
-           "SECRET_OPTIONS", "SASL_CREDENTIALS", "endpoint_identification"]
+           "SECRET_OPTIONS", "SASL_CREDENTIALS", "endpoint_identification", "SECRET_NAME",
+           "is_secret_name"]
 
 COMMON, PRODUCER, CONSUMER, ADMIN = "common", "producer", "consumer", "admin"
 _ALL = frozenset({PRODUCER, CONSUMER, ADMIN})
@@ -400,6 +401,18 @@ SECRET_OPTIONS = frozenset({
     "sasl_plain_password", "sasl_jaas_config", "ssl_password", "ssl_truststore_password",
     "ssl_keystore_password", "ssl_keydata", "sasl_oauthbearer_client_secret",
     "sasl_oauthbearer_config"})
+
+
+#: Names of settings and broker configs that hold secrets (-X sasl.password=...,
+#: ssl.key.password, sasl.jaas.config, an inline key.pem): their values are never
+#: printed (the CLI, a ConfigEntry's repr).
+SECRET_NAME = re.compile(r"password|secret|token|jaas|credential|key[._]pem|keystore[._]key|"
+                         r"keydata", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting or config named ``name`` holds a secret (see SECRET_NAME)."""
+    return bool(SECRET_NAME.search(name))
 
 
 #: Settings that are credentials to log in with SASL: with a protocol without SASL they
