@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import random
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,9 +30,16 @@ try:
 except ImportError:     # pragma: no cover - in the test extra
     uvloop = None
 
-#: the drivers a parametrised test runs over: the blocking one, asyncio's loop,
-#: uvloop's (when installed)
-DRIVERS = ["blocking", "asyncio"] + (["uvloop"] if uvloop is not None else [])
+#: the event loops kproto.aio's own tests (test_aio, test_aio_attack) run on:
+#: asyncio's and uvloop's (when installed)
+LOOPS = ["asyncio"] + (["uvloop"] if uvloop is not None else [])
+
+#: the drivers the parametrised client suites run over: the blocking one and
+#: asyncio's loop. uvloop runs kproto.aio's own tests (LOOPS), not these again: the
+#: driver code is the same on both loops, and a third pass of the group and fault
+#: suites cost the suite minutes; KPROTO_TEST_ALL_LOOPS=1 adds it
+DRIVERS = ["blocking", "asyncio"] + \
+    (["uvloop"] if uvloop is not None and os.environ.get("KPROTO_TEST_ALL_LOOPS") else [])
 
 
 def new_loop(kind: str) -> asyncio.AbstractEventLoop:

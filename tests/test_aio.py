@@ -24,14 +24,13 @@ from kproto import Consumer, Producer, TopicPartition
 from kproto.aio import AIOAdmin, AIOConsumer, AIOProducer
 from kproto.errors import IllegalStateError, KprotoError
 from kproto.producer.handoff import for_running_loop
-from tests.aio_support import DRIVERS, new_loop
+from tests.aio_support import LOOPS, new_loop
 from tests.test_reauth import ca_file, fresh, gateway, oidc  # noqa: F401 - the SASL gateway
 
 pytestmark = pytest.mark.broker
 
 FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100, "request_timeout_ms": 5000}
 GROUP = {**FAST, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
-LOOPS = [d for d in DRIVERS if d != "blocking"]
 
 
 @pytest.fixture(params=LOOPS)

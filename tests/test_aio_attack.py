@@ -13,14 +13,13 @@ import pytest
 from kproto import Producer
 from kproto.aio import AIOConsumer, AIOShareConsumer
 from kproto.errors import IllegalStateError
-from tests.aio_support import DRIVERS, new_loop
+from tests.aio_support import LOOPS, new_loop
 from tests.share_support import SHARE_BROKERS, share_topic
 
 pytestmark = pytest.mark.broker
 
 FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100, "request_timeout_ms": 5000}
 GROUP = {**FAST, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
-LOOPS = [d for d in DRIVERS if d != "blocking"]
 
 
 @pytest.fixture(params=LOOPS)
