@@ -11,6 +11,12 @@ producer writes:
   one Kafka < 0.10 wrote (KAFKA-3160), so it is repaired before decoding;
 * zstd: streaming frames, several of them, without assuming a content size.
 
+lz4 and zstd each have two backends (:func:`backend`): python-lz4 and zstandard where
+installed, else cramjam's LZ4 block codec inside frames this module reads and writes, and
+the standard library's ``compression.zstd`` (Python 3.14+, PEP 784; ``backports.zstd``
+before): what Pythons without lz4 and zstandard wheels (3.15) use. Either backend reads what
+the other writes, and both keep the same limits.
+
 Every failure is a :class:`~kproto.errors.CorruptRecordError` naming the codec;
 output beyond ``max_size`` bytes (a decompression bomb) raises
 :class:`~kproto.errors.DecompressionLimitError` before it is allocated.
@@ -18,6 +24,7 @@ output beyond ``max_size`` bytes (a decompression bomb) raises
 
 from __future__ import annotations
 
+import importlib
 import struct
 import threading
 import zlib
@@ -40,6 +47,37 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = 16
 XERIAL_BLOCK = 32 * 1024
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
+#: an LZ4 frame's maximum block sizes by BD's 3 bits; kproto writes 64 KiB blocks like Java
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+
+#: the libraries lz4 and zstd can use, the first importable one chosen (:func:`backend`)
+BACKENDS = {LZ4: ("lz4", "cramjam"),
+            ZSTD: ("zstandard", "compression.zstd", "backports.zstd")}
+_backend: dict[int, str] = {}
+_MODULES = {"lz4": "lz4.frame"}
+
+
+def backend(codec: int) -> str:
+    """The library that does ``codec`` (LZ4 or ZSTD) here: the first of
+    ``BACKENDS[codec]`` that imports (python-lz4, then cramjam; zstandard, then the
+    standard library's ``compression.zstd``, then ``backports.zstd``)."""
+    name = _backend.get(codec)
+    if name is None:
+        for name in BACKENDS[codec]:
+            try:
+                importlib.import_module(_MODULES.get(name, name))
+                break
+            except ImportError:
+                continue
+        else:
+            raise ConfigError(f"{CODEC_NAMES[codec]} needs one of {', '.join(BACKENDS[codec])} "
+                              "installed")
+        _backend[codec] = name
+    return name
+
+
+def _module(codec: int) -> Any:
+    return importlib.import_module(_MODULES.get(backend(codec), backend(codec)))
 
 
 def codec_id(codec: str | int | None) -> int:
@@ -114,10 +152,14 @@ def _decompress(codec: int, data: Any, magic: int, max_size: int) -> Any:
     if codec == SNAPPY:
         return _unsnappy(data, max_size)
     if codec == LZ4:
+        if backend(LZ4) == "cramjam":
+            return _unlz4_cramjam(data, magic, max_size)
         return _unlz4(data, magic, max_size)
     if codec == ZSTD:
         if magic < 2:
             raise _corrupt(codec, f"zstd is not allowed in magic {magic} messages")
+        if backend(ZSTD) != "zstandard":
+            return _unzstd_std(_module(ZSTD), data, max_size)
         return _unzstd(data, max_size)
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
@@ -287,6 +329,62 @@ def _unlz4(data: Any, magic: int, max_size: int) -> Any:
     return out.result()
 
 
+def _lz4_frame(view: memoryview) -> tuple[int, int, int | None]:
+    """Walk an LZ4 frame's blocks: (its length, a bound on its content from the block
+    sizes, the content size it declares or None). Bytes after the frame are ignored, as
+    python-lz4's decompressor does."""
+    pos = _lz4_descriptor_end(view) + 1
+    flg, bd = view[4], view[5]
+    if view.nbytes < pos:
+        raise _corrupt(LZ4, "truncated frame header")
+    block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 7)
+    if flg >> 6 != 1 or block_max is None:
+        raise _corrupt(LZ4, f"invalid frame descriptor (FLG {flg:#04x}, BD {bd:#04x})")
+    declared = int.from_bytes(view[6:14], "little") if flg & 0x08 else None
+    block_checksum = 4 if flg & 0x10 else 0
+    bound = 0
+    while True:
+        if view.nbytes - pos < 4:
+            raise _corrupt(LZ4, "truncated frame")
+        (n,) = struct.unpack_from("<I", view, pos)
+        pos += 4
+        if n == 0:  # the end mark, then the content checksum
+            pos += 4 if flg & 0x04 else 0
+            break
+        size = n & 0x7FFFFFFF
+        if size > block_max:
+            raise _corrupt(LZ4, f"a block of {size} bytes is over the frame's {block_max}")
+        bound += size if n >> 31 else block_max
+        pos += size + block_checksum
+    if pos > view.nbytes:
+        raise _corrupt(LZ4, "truncated frame")
+    return pos, bound, declared
+
+
+def _unlz4_cramjam(data: Any, magic: int, max_size: int) -> Any:
+    """_unlz4 by cramjam: into one buffer of the frame's bound, the cap + 1 at most."""
+    import cramjam
+    import numpy as np
+
+    view = memoryview(data).cast("B")
+    end, bound, declared = _lz4_frame(view)
+    if declared is not None and declared > max_size:
+        raise _too_big(LZ4, max_size, declared)
+    src: Any = view[:end]
+    if magic == 0:
+        src = _lz4_fix_header_checksum(src)
+    out = np.empty(min(bound, max_size + 1), np.uint8)   # pages untouched until written
+    try:
+        written = cramjam.lz4.decompress_into(src, out)
+    except Exception as exc:  # cramjam raises its own DecompressionError
+        if bound > max_size and "failed to write whole buffer" in str(exc):
+            raise _too_big(LZ4, max_size) from None
+        raise _corrupt(LZ4, f"invalid frame ({exc})", exc) from None
+    if written > max_size:
+        raise _too_big(LZ4, max_size)
+    return out[:written]
+
+
 class _Output:
     """A stream's output, taken a step at a time under the cap. A stream that fits in one
     step (a record batch, almost always) comes back as the codec's own chunk: no second
@@ -350,6 +448,32 @@ def _unzstd(data: Any, max_size: int) -> Any:
     return out.result()
 
 
+def _unzstd_std(zstd: Any, data: Any, max_size: int) -> Any:
+    """_unzstd by ``compression.zstd``: one decompressor a frame, a step at a time."""
+    view = memoryview(data).cast("B")
+    try:  # a frame that declares its size is refused before anything is decompressed
+        declared = zstd.get_frame_info(view).decompressed_size
+    except zstd.ZstdError:
+        declared = None  # no valid header: the decompressor says what is wrong
+    if declared is not None and declared > max_size:
+        raise _too_big(ZSTD, max_size, declared)
+    out = _Output(ZSTD, max_size)
+    src: Any = view
+    try:
+        while len(src):  # each frame (zstandard's read_across_frames)
+            d = zstd.ZstdDecompressor()
+            while not d.eof:
+                chunk = d.decompress(src, max_length=out.step())
+                out.add(chunk)
+                src = b""
+                if d.needs_input and not d.eof:
+                    raise _corrupt(ZSTD, "truncated frame")
+            src = d.unused_data
+    except zstd.ZstdError as exc:
+        raise _corrupt(ZSTD, f"invalid data ({exc})", exc) from None
+    return out.result()
+
+
 # --------------------------------------------------------------------------- compress
 
 
@@ -385,12 +509,8 @@ def compress(codec: int, data: Any, *, level: int | None = None, magic: int = 2)
     if codec == SNAPPY:
         return _snappy_xerial(data)
     if codec == LZ4:
-        import lz4.frame
-
-        out = lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-                                 compression_level=0 if level is None else level,
-                                 content_checksum=False, block_linked=False,
-                                 store_size=False)
+        lz4_frame = _lz4_frame_cramjam if backend(LZ4) == "cramjam" else _lz4_frame_python_lz4
+        out = lz4_frame(data, level)
         if magic == 0:  # what Kafka < 0.10 expects: the broken header checksum (KAFKA-3160)
             view = memoryview(out)
             end = _lz4_descriptor_end(view)
@@ -401,10 +521,48 @@ def compress(codec: int, data: Any, *, level: int | None = None, magic: int = 2)
     if codec == ZSTD:
         if magic < 2:
             raise ConfigError("zstd needs record batches (magic 2)")
+        if backend(ZSTD) != "zstandard":
+            return _module(ZSTD).compress(data, level=3 if level is None else level)
         import zstandard
 
         return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
     raise ConfigError(f"unknown compression codec {codec}")
+
+
+def _lz4_frame_python_lz4(data: Any, level: int | None) -> Any:
+    import lz4.frame
+
+    return lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                              compression_level=0 if level is None else level,
+                              content_checksum=False, block_linked=False,
+                              store_size=False)
+
+
+def _lz4_frame_cramjam(data: Any, level: int | None) -> bytes:
+    """The frame python-lz4 writes above, its blocks compressed by cramjam: independent
+    64 KiB blocks, no checksums or content size; a block that does not shrink is stored.
+    Levels as LZ4F's: below 0 faster (acceleration 1 - level), 3 and up LZ4HC (up to 12)."""
+    import cramjam
+
+    level = level or 0
+    if level < 0:
+        mode: dict[str, Any] = {"mode": "fast", "acceleration": 1 - level}
+    elif level < 3:
+        mode = {"mode": "default"}
+    else:
+        mode = {"mode": "high_compression", "compression": min(level, 12)}
+    descriptor = b"\x60\x40"  # version 1, independent blocks; 64 KiB blocks
+    out = [_LZ4_MAGIC, descriptor, bytes([(_xxh32(descriptor) >> 8) & 0xFF])]
+    view = memoryview(data).cast("B")
+    for pos in range(0, view.nbytes, _LZ4_BLOCK_MAX[4]):
+        raw = view[pos:pos + _LZ4_BLOCK_MAX[4]]
+        block = bytes(cramjam.lz4.compress_block(raw, store_size=False, **mode))
+        if len(block) < raw.nbytes:
+            out += [struct.pack("<I", len(block)), block]
+        else:
+            out += [struct.pack("<I", raw.nbytes | 0x80000000), bytes(raw)]
+    out.append(b"\x00\x00\x00\x00")
+    return b"".join(out)
 
 
 def _snappy_xerial(data: Any) -> bytes:
