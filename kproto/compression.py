@@ -375,7 +375,7 @@ def _unlz4_cramjam(data: Any, magic: int, max_size: int) -> Any:
         src = _lz4_fix_header_checksum(src)
     out = np.empty(min(bound, max_size + 1), np.uint8)   # pages untouched until written
     try:
-        written = cramjam.lz4.decompress_into(src, out)
+        written = cramjam.lz4.decompress_into(src, memoryview(out.data))
     except Exception as exc:  # cramjam raises its own DecompressionError
         if bound > max_size and "failed to write whole buffer" in str(exc):
             raise _too_big(LZ4, max_size) from None
