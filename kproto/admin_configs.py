@@ -155,6 +155,12 @@ def _ops(ops: Any) -> list[AlterConfigOp]:
     return found
 
 
+def _answered(res: Mapping[str, Any]) -> tuple[ConfigResource, Exception | None]:
+    """The resource of one result of a configs answer, and its error (None: none)."""
+    r = ConfigResource(_TYPE_NAMES.get(res["resource_type"], "unknown"), res["resource_name"])
+    return r, error_of(res["error_code"], res["error_message"], resource=f"{r.type} {r.name!r}")
+
+
 def _missing(wanted: list[ConfigResource], answered: Any,
              errors: dict[ConfigResource, Exception]) -> dict[ConfigResource, Exception]:
     """``errors``, and an error for each resource the broker's answer left out."""
@@ -188,10 +194,7 @@ class ConfigsAdmin(AdminBase):
         errors: dict[ConfigResource, Exception] = {}
         for body, version in self._per_broker(ApiKey.DESCRIBE_CONFIGS, wanted, fields, errors):
             for res in body["results"]:
-                r = ConfigResource(_TYPE_NAMES.get(res["resource_type"], "unknown"),
-                                   res["resource_name"])
-                err = error_of(res["error_code"], res["error_message"],
-                               resource=f"{r.type} {r.name!r}")
+                r, err = _answered(res)
                 if err is not None:
                     errors[r] = err
                 else:
@@ -242,10 +245,7 @@ class ConfigsAdmin(AdminBase):
         done: set[ConfigResource] = set()
         for body, _ in self._per_broker(api_key, wanted, fields, errors):
             for res in body["responses"]:
-                r = ConfigResource(_TYPE_NAMES.get(res["resource_type"], "unknown"),
-                                   res["resource_name"])
-                err = error_of(res["error_code"], res["error_message"],
-                               resource=f"{r.type} {r.name!r}")
+                r, err = _answered(res)
                 if err is not None:
                     errors[r] = err
                 else:
