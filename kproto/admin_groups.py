@@ -209,13 +209,20 @@ def _check(g: Mapping[str, Any]) -> None:
         raise cls(g.get("error_message"), group=g["group_id"])
 
 
+def _checked_names(body: Mapping[str, Any], lookup: NameLookup, *assignments: str
+                   ) -> Mapping[uuid.UUID, str]:
+    """A describe answer's groups checked (a group's error raised naming it), and the
+    names of the topics their members' ``assignments`` give by id alone."""
+    for g in body["groups"]:
+        _check(g)
+    unnamed = _unnamed(body["groups"], *assignments)
+    return lookup(unnamed) if unnamed else {}
+
+
 def consumer_descriptions(body: Mapping[str, Any], lookup: NameLookup
                           ) -> list[ConsumerGroupDescription]:
     """A ConsumerGroupDescribe answer; a group's error is raised naming it."""
-    for g in body["groups"]:
-        _check(g)
-    unnamed = _unnamed(body["groups"], "assignment", "target_assignment")
-    names = lookup(unnamed) if unnamed else {}
+    names = _checked_names(body, lookup, "assignment", "target_assignment")
     return [ConsumerGroupDescription(
         g["group_id"], g["group_state"], g["group_epoch"], g["assignment_epoch"],
         g["assignor_name"], [ConsumerMemberDescription(
@@ -229,10 +236,7 @@ def consumer_descriptions(body: Mapping[str, Any], lookup: NameLookup
 def share_descriptions(body: Mapping[str, Any], lookup: NameLookup
                        ) -> list[ShareGroupDescription]:
     """A ShareGroupDescribe answer; a group's error is raised naming it."""
-    for g in body["groups"]:
-        _check(g)
-    unnamed = _unnamed(body["groups"], "assignment")
-    names = lookup(unnamed) if unnamed else {}
+    names = _checked_names(body, lookup, "assignment")
     return [ShareGroupDescription(
         g["group_id"], g["group_state"], g["group_epoch"], g["assignment_epoch"],
         g["assignor_name"], [ShareMemberDescription(
