@@ -78,11 +78,28 @@ def fill(bootstrap: str, table: pa.Table) -> Topic:
 # ------------------------------------------------ consumers: each returns records read
 
 
+def from_start(c: kproto.Consumer | kproto.aio.AIOConsumer, t: Topic) -> None:
+    """Every partition of ``t`` assigned to the kproto consumer ``c``, from offset 0."""
+    c.assign([(t.name, p) for p in t.ends])
+    for p in t.ends:
+        c.seek((t.name, p), 0)
+
+
+async def each(records: Any, limit: int) -> int:
+    """Records of the async iterator ``records`` read (each one's key, value and
+    offset touched, as a reader would) until ``limit``: how many."""
+    n = 0
+    async for r in records:
+        r.key, r.value, r.offset  # noqa: B018
+        n += 1
+        if n >= limit:
+            break
+    return n
+
+
 def kproto_poll(bootstrap: str, t: Topic, limit: int) -> int:
     with kproto.Consumer(bootstrap_servers=bootstrap) as c:
-        c.assign([(t.name, p) for p in t.ends])
-        for p in t.ends:
-            c.seek((t.name, p), 0)
+        from_start(c, t)
         n = 0
         while n < limit:
             for r in c.poll(1000):
@@ -93,9 +110,7 @@ def kproto_poll(bootstrap: str, t: Topic, limit: int) -> int:
 
 def kproto_poll_batch(bootstrap: str, t: Topic, limit: int) -> int:
     with kproto.Consumer(bootstrap_servers=bootstrap) as c:
-        c.assign([(t.name, p) for p in t.ends])
-        for p in t.ends:
-            c.seek((t.name, p), 0)
+        from_start(c, t)
         n = 0
         while n < limit:
             n += c.poll_batch(1000).num_rows
@@ -104,23 +119,13 @@ def kproto_poll_batch(bootstrap: str, t: Topic, limit: int) -> int:
 
 async def aio_async_for(bootstrap: str, t: Topic, limit: int) -> int:
     async with kproto.aio.AIOConsumer(bootstrap_servers=bootstrap) as c:
-        c.assign([(t.name, p) for p in t.ends])
-        for p in t.ends:
-            c.seek((t.name, p), 0)
-        n = 0
-        async for r in c:
-            r.key, r.value, r.offset  # noqa: B018
-            n += 1
-            if n >= limit:
-                break
-        return n
+        from_start(c, t)
+        return await each(c, limit)
 
 
 async def aio_poll(bootstrap: str, t: Topic, limit: int) -> int:
     async with kproto.aio.AIOConsumer(bootstrap_servers=bootstrap) as c:
-        c.assign([(t.name, p) for p in t.ends])
-        for p in t.ends:
-            c.seek((t.name, p), 0)
+        from_start(c, t)
         n = 0
         while n < limit:
             for r in await c.poll(1000):
@@ -131,9 +136,7 @@ async def aio_poll(bootstrap: str, t: Topic, limit: int) -> int:
 
 async def aio_poll_batch(bootstrap: str, t: Topic, limit: int) -> int:
     async with kproto.aio.AIOConsumer(bootstrap_servers=bootstrap) as c:
-        c.assign([(t.name, p) for p in t.ends])
-        for p in t.ends:
-            c.seek((t.name, p), 0)
+        from_start(c, t)
         n = 0
         while n < limit:
             n += (await c.poll_batch(1000)).num_rows
@@ -153,13 +156,7 @@ async def _aiokafka(bootstrap: str, t: Topic) -> Any:
 async def aiokafka_async_for(bootstrap: str, t: Topic, limit: int) -> int:
     c = await _aiokafka(bootstrap, t)
     try:
-        n = 0
-        async for m in c:
-            m.key, m.value, m.offset  # noqa: B018
-            n += 1
-            if n >= limit:
-                break
-        return n
+        return await each(c, limit)
     finally:
         await c.stop()
 
