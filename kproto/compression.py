@@ -423,9 +423,40 @@ class _Output:
 _zstd_local = threading.local()
 
 
+def _zstd_check_frames_end(view: memoryview) -> None:
+    """Raise for a zstd frame cut short: zstandard's stream reader returns what it has
+    and no error when the input ends inside a frame (RFC 8878 framing walked here)."""
+    pos = 0
+    while pos < view.nbytes:
+        if view.nbytes - pos < 4:
+            raise _corrupt(ZSTD, "truncated frame")
+        (magic,) = struct.unpack_from("<I", view, pos)
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame: [size][bytes]
+            if view.nbytes - pos < 8:
+                raise _corrupt(ZSTD, "truncated frame")
+            pos += 8 + struct.unpack_from("<I", view, pos + 4)[0]
+            continue
+        if magic != 0xFD2FB528:
+            return  # not a frame: the decompressor says what is wrong
+        fhd = view[pos + 4] if view.nbytes > pos + 4 else 0
+        single = fhd >> 5 & 1
+        pos += 5 + (1 - single) + (0, 1, 2, 4)[fhd & 3] + (single, 2, 4, 8)[fhd >> 6]
+        last = 0
+        while not last:
+            if view.nbytes - pos < 3:
+                raise _corrupt(ZSTD, "truncated frame")
+            header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+            last, kind, size = header & 1, header >> 1 & 3, header >> 3
+            pos += 3 + (1 if kind == 1 else size)
+        pos += 4 if fhd & 0x04 else 0
+    if pos > view.nbytes:
+        raise _corrupt(ZSTD, "truncated frame")
+
+
 def _unzstd(data: Any, max_size: int) -> Any:
     import zstandard
 
+    _zstd_check_frames_end(memoryview(data).cast("B"))
     dctx = getattr(_zstd_local, "dctx", None)
     if dctx is None:
         dctx = _zstd_local.dctx = zstandard.ZstdDecompressor()

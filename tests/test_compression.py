@@ -144,6 +144,25 @@ def test_concatenated_gzip_members_and_zstd_frames() -> None:
 
 
 @pytest.mark.parametrize("codec", [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD])
+def test_truncated_streams_are_corrupt_not_short(codec: int) -> None:
+    """A stream cut anywhere is an error, never the part before the cut (zstandard's
+    stream reader returned b"" or a prefix for a cut zstd frame)."""
+    data = b"hello world " * 1000
+    for frame in (c.compress(codec, data), zstd_frames(data, data) if codec == c.ZSTD else b""):
+        for cut in range(1, len(frame)):
+            try:
+                got = c.decompress(codec, frame[:cut])
+            except CorruptRecordError:
+                continue
+            # what a cut may be: a xerial header without chunks (b""), the first of two
+            # whole zstd frames
+            if codec == c.SNAPPY and cut <= 16:
+                assert got == b"", cut
+            else:
+                assert frame[:cut] == zstd_frames(data) and got == data, (codec, cut)
+
+
+@pytest.mark.parametrize("codec", [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD])
 def test_bombs_are_refused_without_allocating(codec: int) -> None:
     bomb = c.compress(codec, bytes(8 << 20))
     assert len(bomb) < 1 << 20
