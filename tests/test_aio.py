@@ -340,13 +340,22 @@ def test_deliveries_are_handed_to_the_loop_in_bulk(broker, unique_topic, run) ->
     broker.create_topic(unique_topic, 1)
 
     async def main() -> tuple[list[int], int, int]:
-        async with AIOProducer(bootstrap_servers=broker.bootstrap, linger_ms=300) as producer:
+        # The last batch lingers until the flush, which comes only once every
+        # delivery is awaited: a delivery already done when awaited takes no wake-up
+        # (a linger expiring while a loaded machine set the 10 000 awaits up left
+        # none to count).
+        async with AIOProducer(bootstrap_servers=broker.bootstrap,
+                               linger_ms=600_000) as producer:
             deliveries = [await producer.send(unique_topic, b"v", partition=0)
                           for _ in range(10_000)]
             assert not deliveries[-1].done()        # (lingering)
             handoff = for_running_loop()
             before = handoff.wakeups
-            metas = await asyncio.gather(*deliveries)
+            gathered = asyncio.gather(*deliveries)
+            await asyncio.sleep(0)          # every delivery's first step: its waiter made
+            assert not deliveries[-1].done()
+            await producer.flush(60)
+            metas = await gathered
             wakeups = handoff.wakeups - before
         with Producer(bootstrap_servers=broker.bootstrap) as blocking:
             more = await blocking.send(unique_topic, b"w", partition=0)
