@@ -50,6 +50,26 @@ def new_loop(kind: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+#: consumer settings of kproto.aio's own tests (test_aio, test_aio_attack): short
+#: fetch waits and timeouts; GROUP adds a group member's
+FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100, "request_timeout_ms": 5000}
+GROUP = {**FAST, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
+
+
+@pytest.fixture(params=LOOPS, name="run")
+def run_on_loops(request: pytest.FixtureRequest) -> Callable[[Any], Any]:
+    """The fixture ``run``: runs a coroutine to its end (within 120 s) on a new event
+    loop of each kind in LOOPS. kproto.aio's own tests import it (test_aio,
+    test_aio_attack) under this name, so that their ``run`` parameters shadow nothing."""
+    def runner(coro: Any) -> Any:
+        loop = new_loop(request.param)
+        try:
+            return loop.run_until_complete(asyncio.wait_for(coro, 120))
+        finally:
+            loop.close()
+    return runner
+
+
 class LoopConsumer:
     """A blocking-looking consumer over :class:`AIOConsumer` on its own loop
     (see the module docstring). ``cancel_rate``: the share of polls cancelled at

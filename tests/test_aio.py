@@ -24,26 +24,10 @@ from kproto import Consumer, Producer, TopicPartition
 from kproto.aio import AIOAdmin, AIOConsumer, AIOProducer
 from kproto.errors import IllegalStateError, KprotoError
 from kproto.producer.handoff import for_running_loop
-from tests.aio_support import LOOPS, new_loop
+from tests.aio_support import FAST, GROUP, run_on_loops  # noqa: F401 - the run fixture
 from tests.test_reauth import ca_file, fresh, gateway, oidc  # noqa: F401 - the SASL gateway
 
 pytestmark = pytest.mark.broker
-
-FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100, "request_timeout_ms": 5000}
-GROUP = {**FAST, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
-
-
-@pytest.fixture(params=LOOPS)
-def run(request: pytest.FixtureRequest):
-    """Runs a coroutine to its end on a new event loop of each kind."""
-    def runner(coro: Any) -> Any:
-        loop = new_loop(request.param)
-        try:
-            return loop.run_until_complete(asyncio.wait_for(coro, 120))
-        finally:
-            loop.close()
-    return runner
-
 
 class Ticker:
     """A task that sleeps 1 ms in a loop and records its worst lateness: how long

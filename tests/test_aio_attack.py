@@ -13,26 +13,10 @@ import pytest
 from kproto import Producer
 from kproto.aio import AIOConsumer, AIOShareConsumer
 from kproto.errors import IllegalStateError
-from tests.aio_support import LOOPS, new_loop
+from tests.aio_support import FAST, GROUP, new_loop, run_on_loops  # noqa: F401 - the run fixture
 from tests.share_support import SHARE_BROKERS, share_topic
 
 pytestmark = pytest.mark.broker
-
-FAST = {"auto_offset_reset": "earliest", "fetch_max_wait_ms": 100, "request_timeout_ms": 5000}
-GROUP = {**FAST, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
-
-
-@pytest.fixture(params=LOOPS)
-def run(request: pytest.FixtureRequest):
-    """Runs a coroutine to its end on a new event loop of each kind."""
-    def runner(coro: Any) -> Any:
-        loop = new_loop(request.param)
-        try:
-            return loop.run_until_complete(asyncio.wait_for(coro, 120))
-        finally:
-            loop.close()
-    return runner
-
 
 def produce(broker: Any, topic: str, n: int, partition: int = 0) -> None:
     with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as producer:
