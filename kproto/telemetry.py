@@ -38,6 +38,7 @@ import random
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -159,9 +160,12 @@ class TelemetryReporter:
 
     def __init__(self, registry: Metrics, config: Mapping[str, Any], client: Cluster,
                  resource: Mapping[str, str]) -> None:
-        self._registry, self._config, self._client = registry, config, client
+        self._registry, self._config = registry, config
         self._resource = dict(resource)
         self._cond = threading.Condition()
+        # the client's Cluster, weakly: a client dropped without close() stops its
+        # reporter (no thread pushing for a client nobody holds)
+        self._client = weakref.ref(client, self._client_gone)
         self._closing = False
         self._done = False
         self._start_ns = time.time_ns()
@@ -190,6 +194,11 @@ class TelemetryReporter:
                 self._aborted = True
                 own.abort()
                 self._thread.join(1.0)
+
+    def _client_gone(self, _ref: object) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
 
     @property
     def client_instance_id(self) -> uuid.UUID | None:
@@ -225,7 +234,9 @@ class TelemetryReporter:
         """Wait for the client's first connection and look at what its broker speaks
         (no connection of our own to a broker without the APIs)."""
         while True:
-            client = self._client
+            client = self._client()
+            if client is None or client._closed:
+                return False
             try:
                 conns = [*client._connections.values(), client._bootstrap_conn]
             except RuntimeError:        # changed size under us (the client's thread)
@@ -239,6 +250,7 @@ class TelemetryReporter:
                     _log_once("apis", "the broker at %s does not advertise KIP-714 "
                               "telemetry: metrics are not pushed", conn.address)
                     return False
+            del client
             if self._sleep(0.1):
                 return False
 

@@ -248,3 +248,26 @@ def test_close_is_not_held_by_a_stalled_broker(mock: MockCluster) -> None:
     finally:
         for proxy in proxies:
             proxy.stop()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its sockets
+@pytest.mark.parametrize("subscribed", [True, False])
+def test_a_client_dropped_without_close_stops_its_reporter(mock: MockCluster,
+                                                           subscribed: bool) -> None:
+    """A consumer nobody holds (never closed: a test's or a caller's leak) takes its
+    reporter thread with it once collected, subscribed (pushing every interval) or
+    still waiting for the client's first connection; it never pushes forever."""
+    import gc
+
+    mock.create_topic("t5", 1)
+    mock.set_telemetry(PREFIXES, 60000)
+    c = Consumer(bootstrap_servers=mock.bootstrap)
+    reporter = c._instruments.telemetry
+    assert reporter is not None
+    if subscribed:
+        c.assign([("t5", 0)])
+        c.poll(100)
+        _wait(lambda: reporter.subscription is not None)
+    del c
+    gc.collect()
+    _wait(lambda: not reporter._thread.is_alive(), 10.0)
