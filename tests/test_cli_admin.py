@@ -11,15 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from kproto import Consumer, Producer
-from kproto.cli import main
+from tests.test_cli import run
 
 NO_ADMIN = "librdkafka's mock advertises none of the config, record and log dir APIs"
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.brokers("noida", reason="the broker that describes and alters topic configs "

@@ -13,6 +13,7 @@ import pytest
 from kproto import Consumer, protocol
 from kproto.errors import ConfigError
 from kproto.testing import MockCluster
+from tests.test_cli import run
 
 
 def _wait(cond: Any, timeout: float = 20.0) -> None:
@@ -73,14 +74,6 @@ def test_subscription_refused_again_and_again_is_no_hot_loop() -> None:
 # ------------------------------------------------------------------ the CLI
 
 
-def _run(capsys: Any, *argv: str) -> tuple[int, str, str]:
-    from kproto.cli import main
-
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 @pytest.mark.brokers("tansu", reason="the broker that accepts any topic config key "
                      "(noida refuses unknown ones, the mock has no IncrementalAlterConfigs)")
 def test_configs_alter_never_prints_a_secret_it_set(broker, unique_topic, capsys) -> None:
@@ -89,7 +82,7 @@ def test_configs_alter_never_prints_a_secret_it_set(broker, unique_topic, capsys
     broker.create_topic(unique_topic, 1)
     secret = "org.apache.kafka.common.security.plain.PlainLoginModule password=\"Hx9-q\""
     for json_out in ((), ("--json",)):
-        code, out, err = _run(capsys, "-b", broker.bootstrap, *json_out, "configs", "alter",
+        code, out, err = run(capsys, "-b", broker.bootstrap, *json_out, "configs", "alter",
                               "topic", unique_topic, "--set", f"sasl.jaas.config={secret}",
                               "--set", "retention.ms=1000")
         assert code == 0, err
@@ -267,15 +260,15 @@ def test_group_lag_with_offsets_of_a_deleted_topic(broker, unique_topic, capsys)
         assert {(tp.topic, tp.partition): (p.committed, p.end, p.lag)
                 for tp, p in lag.items()} == {(unique_topic, 0): (0, 0, 0),
                                               (gone, 0): (0, None, None)}
-    code, out, err = _run(capsys, "-b", broker.bootstrap, "--json", "groups", "lag", group)
+    code, out, err = run(capsys, "-b", broker.bootstrap, "--json", "groups", "lag", group)
     assert code == 0, err
     assert {(r["topic"], r["end"], r["lag"]) for r in json.loads(out)} == \
         {(unique_topic, 0, 0), (gone, None, None)}
-    code, out, err = _run(capsys, "-b", broker.bootstrap, "groups", "lag", group)
+    code, out, err = run(capsys, "-b", broker.bootstrap, "groups", "lag", group)
     assert code == 0 and out.splitlines()[-1] == "total lag 0", err
     assert [line.split()[3:5] for line in out.splitlines() if line.startswith(gone)] == \
         [["-", "-"]]
-    code, out, err = _run(capsys, "-b", broker.bootstrap, "--json", "groups", "describe", group)
+    code, out, err = run(capsys, "-b", broker.bootstrap, "--json", "groups", "describe", group)
     assert code == 0, err
     assert {(r["topic"], r["end"], r["lag"]) for r in json.loads(out)[0]["offsets"]} == \
         {(unique_topic, 0, 0), (gone, None, None)}
@@ -297,7 +290,7 @@ def test_configs_describe_masks_secrets_a_broker_does_not_flag(broker, unique_to
             "sasl.jaas.config": "Jq7-secret", "ssl.key.password": "Pk3-secret",
             "retention.ms": "60000"})
     for json_out in ((), ("--json",)):
-        code, out, err = _run(capsys, "-b", broker.bootstrap, *json_out, "configs",
+        code, out, err = run(capsys, "-b", broker.bootstrap, *json_out, "configs",
                               "describe", "topic", unique_topic, "--synonyms")
         assert code == 0, err
         assert "-secret" not in out + err and "60000" in out and "***" in out
@@ -410,11 +403,11 @@ def test_group_lag_shows_assigned_partitions_nobody_committed(broker, unique_top
         got = {tp.partition: (p.committed, p.end, p.lag, p.member is not None)
                for tp, p in lag.items()}
         assert got == {0: (3, 5, 2, True), 1: (None, 5, None, True)}
-        code, out, err = _run(capsys, "-b", broker.bootstrap, "--json", "groups", "lag", group)
+        code, out, err = run(capsys, "-b", broker.bootstrap, "--json", "groups", "lag", group)
         assert code == 0, err
         assert [(r["partition"], r["committed"], r["lag"]) for r in json.loads(out)] == \
             [(0, 3, 2), (1, None, None)]
-        code, out, err = _run(capsys, "-b", broker.bootstrap, "groups", "lag", group)
+        code, out, err = run(capsys, "-b", broker.bootstrap, "groups", "lag", group)
         assert code == 0 and out.splitlines()[-1] == "total lag 2", err
     finally:
         c.close()
