@@ -141,6 +141,16 @@ class Model:
         self.running += getattr(self.consumer, "cancelled_running", 0)
         self.consumer.close()
 
+    def run(self, ops: list[tuple]) -> None:
+        """Each of ``ops`` stepped (the consumer closed if one fails), then :meth:`drain`."""
+        try:
+            for op in ops:
+                self.step(op)
+        except BaseException:
+            self.consumer.close()
+            raise
+        self.drain()
+
     def drain(self) -> None:
         """Everything from the last commit on arrives, and every record the
         application did not seek past was delivered at least once."""
@@ -162,13 +172,7 @@ class Model:
 @given(ops=st.lists(steps, min_size=1, max_size=20))
 def test_manual_commits_deliver_every_record_at_least_once(tansu, topic, ops):
     model = Model(tansu.bootstrap, topic, f"contract-{uuid.uuid4().hex}")
-    try:
-        for op in ops:
-            model.step(op)
-    except BaseException:
-        model.consumer.close()
-        raise
-    model.drain()
+    model.run(ops)
 
 
 #: polls the asyncio runs cancelled, over all examples (the property must have met some)
@@ -184,13 +188,7 @@ def test_asyncio_polls_cancelled_at_random_lose_and_skip_nothing(tansu, topic, o
     no record skipped or repeated, positions where the returned records end."""
     model = Model(tansu.bootstrap, topic, f"contract-aio-{uuid.uuid4().hex}",
                   cancel_seed=seed)
-    try:
-        for op in ops:
-            model.step(op)
-    except BaseException:
-        model.consumer.close()
-        raise
-    model.drain()
+    model.run(ops)
     CANCELLED.append((model.cancelled, model.running))
 
 
