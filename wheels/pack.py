@@ -62,6 +62,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -128,10 +129,43 @@ def install(tools: Path, env: Path, version: str, plat: str, requirements: list[
         return
     site = env / "lib" / f"python{version}" / "site-packages"
     tags = [f"manylinux_2_{g}_{plat}" for g in (17, 28)] + [f"manylinux2014_{plat}"]
-    run(*pip, "install", "-q", "--only-binary=:all:", "--target", site, "--python-version",
-        version, "--implementation", "cp", *[a for t in tags for a in ("--platform", t)],
-        *requirements)
+    # pip --python-version picks wheels for that Python but evaluates the environment
+    # markers of a wheel's Requires-Dist with this machine's Python (lz4; python_version
+    # < '3.15' would be asked for on 3.15): the wheels' own dependencies are evaluated
+    # here for the target and installed beside them, the wheels with --no-deps
+    wheels = [r for r in requirements if r.endswith(".whl")]
+    others = [r for r in requirements if not r.endswith(".whl")]
+    deps = [d for w in wheels for d in wheel_dependencies(Path(w), version, plat)]
+    target = ["install", "-q", "--only-binary=:all:", "--target", site, "--python-version",
+              version, "--implementation", "cp", *[a for t in tags for a in ("--platform", t)]]
+    if wheels:
+        run(*pip, *target, "--no-deps", *wheels)
+    run(*pip, *target, "--upgrade", *deps, *others)
     shutil.rmtree(site / "bin", ignore_errors=True)   # console scripts of this machine's Python
+
+
+def wheel_dependencies(wheel: Path, version: str, plat: str) -> list[str]:
+    """The Requires-Dist of ``wheel`` that apply to CPython ``version`` on Linux
+    ``plat`` (no extras), markers evaluated for that Python, not this one."""
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = z.read(name).decode()
+    environment = {**default_environment(), "python_version": version,
+                   "python_full_version": f"{version}.0", "platform_machine": plat,
+                   "implementation_name": "cpython", "platform_python_implementation": "CPython",
+                   "sys_platform": "linux", "extra": ""}
+    out = []
+    for line in metadata.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        req = Requirement(line.split(":", 1)[1].strip())
+        if req.marker is None or req.marker.evaluate(environment):
+            req.marker = None
+            out.append(str(req))
+    return out
 
 
 def point_at_base_python(env: Path) -> None:
