@@ -18,6 +18,7 @@ import asyncio
 import inspect
 import os
 import random
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,6 +49,35 @@ def new_loop(kind: str) -> asyncio.AbstractEventLoop:
         assert uvloop is not None
         return uvloop.new_event_loop()
     return asyncio.new_event_loop()
+
+
+class Ticker:
+    """A task that sleeps ``period`` seconds (0: a turn of the loop) in a loop,
+    counting its ``ticks`` and recording its ``worst`` lateness: how long the event
+    loop was blocked at most. ``async with`` runs it (entered once it ticked)."""
+
+    def __init__(self, period: float = 0.001) -> None:
+        self.period = period
+        self.worst = 0.0
+        self.ticks = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        while True:
+            start = time.perf_counter()
+            await asyncio.sleep(self.period)
+            self.worst = max(self.worst, time.perf_counter() - start - self.period)
+            self.ticks += 1
+
+    async def __aenter__(self) -> Ticker:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        while not self.ticks:           # running: its next sleep is under way
+            await asyncio.sleep(0.001)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
 
 
 #: consumer settings of kproto.aio's own tests (test_aio, test_aio_attack): short

@@ -24,37 +24,10 @@ from kproto import Consumer, Producer, TopicPartition
 from kproto.aio import AIOAdmin, AIOConsumer, AIOProducer
 from kproto.errors import IllegalStateError, KprotoError
 from kproto.producer.handoff import for_running_loop
-from tests.aio_support import FAST, GROUP, run_on_loops  # noqa: F401 - the run fixture
+from tests.aio_support import FAST, GROUP, Ticker, run_on_loops  # noqa: F401 - the run fixture
 from tests.test_reauth import ca_file, fresh, gateway, oidc  # noqa: F401 - the SASL gateway
 
 pytestmark = pytest.mark.broker
-
-class Ticker:
-    """A task that sleeps 1 ms in a loop and records its worst lateness: how long
-    the event loop was blocked at most."""
-
-    def __init__(self) -> None:
-        self.worst = 0.0
-        self.ticks = 0
-        self._task: asyncio.Task[None] | None = None
-
-    async def _tick(self) -> None:
-        while True:
-            start = time.perf_counter()
-            await asyncio.sleep(0.001)
-            self.worst = max(self.worst, time.perf_counter() - start - 0.001)
-            self.ticks += 1
-
-    async def __aenter__(self) -> Ticker:
-        self._task = asyncio.get_running_loop().create_task(self._tick())
-        while not self.ticks:           # running: its next sleep is under way
-            await asyncio.sleep(0.001)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-
 
 def test_send_then_await_the_delivery_and_read_it_back(broker, unique_topic, run) -> None:
     broker.create_topic(unique_topic, 2)
@@ -397,28 +370,18 @@ def test_a_consumer_reading_a_backlog_lets_other_tasks_run(broker, unique_topic,
     _fill(broker, unique_topic, 50_000)
 
     async def main() -> tuple[int, int, int]:
-        turns = 0
-
-        async def other() -> None:
-            nonlocal turns
-            while True:
-                await asyncio.sleep(0)
-                turns += 1
-
         async with AIOConsumer(bootstrap_servers=broker.bootstrap, max_poll_records=500,
                                **FAST) as c:
             c.assign([(unique_topic, 0)])
             while not await c.poll(1000, max_records=1):    # (the first Fetch answered)
                 pass
-            task = asyncio.ensure_future(other())
-            await asyncio.sleep(0)
-            start, n = turns, 1
-            async for _ in c:
-                n += 1
-                if n == 50_000:
-                    break
-            during = turns - start
-            task.cancel()
+            async with Ticker(0) as other:      # another task, a turn at a time
+                start, n = other.ticks, 1
+                async for _ in c:
+                    n += 1
+                    if n == 50_000:
+                        break
+                during = other.ticks - start
         return n, during, 0
 
     n, during, _ = run(main())

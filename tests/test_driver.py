@@ -22,6 +22,7 @@ import pytest
 from kproto import Admin, Consumer, Producer, TopicPartition
 from kproto.aio.driver import AsyncioDriver
 from kproto.net.driver import Offload, SelectorDriver, Steps, Wait
+from tests.aio_support import Ticker
 
 
 class _Conn:
@@ -207,30 +208,20 @@ def test_an_offload_is_made_in_place_by_the_blocking_driver_and_off_the_loop_by_
     a.recv(1)
 
     async def on_loop() -> tuple[list, int]:
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.001)
-                ticks += 1
-
         def slow() -> Steps[int]:
             yield Offload(lambda: time.sleep(0.2))
             return 7
 
-        task = asyncio.create_task(ticker())
-        driver = AsyncioDriver()
-        got = await driver.run(steps([]))
-        assert await driver.run(slow()) == 7
-
         def failing() -> Steps[None]:
             yield Offload(lambda: 1 / 0)
 
-        with pytest.raises(ZeroDivisionError):
-            await driver.run(failing())
-        task.cancel()
-        return got, ticks
+        async with Ticker(0.001) as ticker:
+            driver = AsyncioDriver()
+            got = await driver.run(steps([]))
+            assert await driver.run(slow()) == 7
+            with pytest.raises(ZeroDivisionError):
+                await driver.run(failing())
+        return got, ticker.ticks
 
     got, ticks = asyncio.run(on_loop())
     assert got[0] != threading.current_thread().name and got[1] == 1
@@ -298,26 +289,17 @@ def test_the_consumers_poll_steps_run_under_an_asyncio_driver(broker, unique_top
 
         async def main() -> tuple[list, int]:
             driver = AsyncioDriver()
-            ticks = 0
-
-            async def ticker() -> None:
-                nonlocal ticks
-                while True:
-                    await asyncio.sleep(0.005)
-                    ticks += 1
-
-            tick_task = asyncio.create_task(ticker())
-            writer = threading.Thread(target=produce_later)
-            writer.start()
-            got: list = []
-            deadline = time.monotonic() + 30
-            while len(got) < 50 and time.monotonic() < deadline:
-                batch = await driver.run(
-                    consumer._poll_steps(time.monotonic() + 1.0, None))
-                got += batch.to_records()
-            tick_task.cancel()
+            async with Ticker(0.005) as ticker:
+                writer = threading.Thread(target=produce_later)
+                writer.start()
+                got: list = []
+                deadline = time.monotonic() + 30
+                while len(got) < 50 and time.monotonic() < deadline:
+                    batch = await driver.run(
+                        consumer._poll_steps(time.monotonic() + 1.0, None))
+                    got += batch.to_records()
             writer.join()
-            return got, ticks
+            return got, ticker.ticks
 
         records, ticks = asyncio.run(main())
     assert [r.value for r in records] == [b"%03d" % i for i in range(50)]
