@@ -706,9 +706,9 @@ def test_admin_groups_and_committed_offsets(broker, unique_topic):
 
 def test_unreachable_bootstrap_is_a_clear_error():
     port = free_port()
-    with pytest.raises(KafkaConnectionError, match=f"127.0.0.1:{port}"):
-        Consumer(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=2000).end_offsets(
-            [("t", 0)])
+    with Consumer(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=2000) as c, \
+            pytest.raises(KafkaConnectionError, match=f"127.0.0.1:{port}"):
+        c.end_offsets([("t", 0)])
 
 
 def test_silent_broker_times_out_with_a_clear_error():

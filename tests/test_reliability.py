@@ -20,6 +20,7 @@ as JSON). docs/reliability.md has the table of faults -> behaviour -> test.
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import logging
 import os
@@ -994,6 +995,7 @@ def test_no_thread_or_socket_left_after_close(
             a.list_groups()
         return got
 
+    gc.collect()                              # clients earlier tests dropped unclosed
     _settle(net, 10 ** 6)                     # threads of earlier tests' clients
     round_(chaos=False)                       # imports, caches, pools: made once
     _settle(net, 10 ** 6)
