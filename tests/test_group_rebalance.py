@@ -19,6 +19,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow as pa
 import pytest
@@ -45,19 +47,32 @@ def _poll_until(consumers: list[Consumer], predicate, timeout: float, what: str)
             c.poll_batch(100)
 
 
+@contextmanager
+def _a_owning_all_then_b(broker, topic: str, settings: dict
+                         ) -> Iterator[tuple[Consumer, Consumer]]:
+    """Two members of one group on ``topic`` (made here, 4 partitions): A subscribed
+    and polled until it owns all of them, then B subscribed (not polled yet); both
+    closed at the end."""
+    broker.create_topic(topic, 4)
+    group = f"g-{topic}"
+    a = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
+    b = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
+    try:
+        a.subscribe([topic])
+        _poll_until([a], lambda: a.assignment() == _all(topic, 4), 30, "A owning all")
+        b.subscribe([topic])
+        yield a, b
+    finally:
+        b.close()
+        a.close()
+
+
 def test_poll_returns_within_its_timeout_while_the_rebalance_is_held(broker, unique_topic):
     """A owns the topic and is busy (no poll; its heartbeats go on). B joins: the
     coordinator holds B's JoinGroup until A rejoins, yet each of B's
     poll(200 ms) returns within its timeout; once A polls, both are in."""
-    broker.create_topic(unique_topic, 4)
     settings = {**fast(broker), "max_poll_interval_ms": 60000}
-    group = f"g-{unique_topic}"
-    a = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
-    b = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
-    try:
-        a.subscribe([unique_topic])
-        _poll_until([a], lambda: a.assignment() == _all(unique_topic, 4), 30, "A owning all")
-        b.subscribe([unique_topic])
+    with _a_owning_all_then_b(broker, unique_topic, settings) as (a, b):
         polls = 0
         while not a._group._needs_join:          # B's JoinGroup started the rebalance
             b.poll_batch(200)                    # (the first also finds the coordinator)
@@ -76,9 +91,6 @@ def test_poll_returns_within_its_timeout_while_the_rebalance_is_held(broker, uni
         _poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, 60,
                     "a 2/2 split")
         assert a.assignment() | b.assignment() == _all(unique_topic, 4)
-    finally:
-        b.close()
-        a.close()
 
 
 class Feeder(threading.Thread):
@@ -259,15 +271,8 @@ def test_a_member_closed_while_its_join_is_held_leaves_the_group(broker, unique_
     sends LeaveGroup (Java's maybeLeaveGroup: a member id and not UNJOINED), so
     A's rejoin completes at once with all the partitions, without waiting for
     B's session to expire."""
-    broker.create_topic(unique_topic, 4)
     settings = {**fast(broker, 30000), "max_poll_interval_ms": 60000}
-    group = f"g-{unique_topic}"
-    a = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
-    b = Consumer(bootstrap_servers=broker.bootstrap, group_id=group, **settings)
-    try:
-        a.subscribe([unique_topic])
-        _poll_until([a], lambda: a.assignment() == _all(unique_topic, 4), 30, "A owning all")
-        b.subscribe([unique_topic])
+    with _a_owning_all_then_b(broker, unique_topic, settings) as (a, b):
         _poll_until([b], lambda: a._group._needs_join, 20, "B's join to start a rebalance")
         assert b._group.member_id and b._group.rebalancing
         b.close()
@@ -275,9 +280,6 @@ def test_a_member_closed_while_its_join_is_held_leaves_the_group(broker, unique_
         _poll_until([a], lambda: not a._group.rebalancing, 25, "A's rejoin")
         assert a.assignment() == _all(unique_topic, 4)
         assert time.monotonic() - start < 10, "A waited for B's session to expire"
-    finally:
-        b.close()
-        a.close()
 
 
 COOPERATIVE = {"partition_assignment_strategy": ["cooperative-sticky"]}
