@@ -409,8 +409,30 @@ def test_clients_with_java_names_only(chain: SecureChain, pki: Pki) -> None:
         got: list[Any] = []
         deadline = time.monotonic() + 30
         while not got and time.monotonic() < deadline:
-            got = consumer.poll(1.0)
+            got = consumer.poll(1000)
     assert [r.value for r in got] == [b"through TLS and SASL"]
+
+
+@pytest.mark.broker
+def test_short_polls_connect_through_tls_and_sasl(chain: SecureChain, pki: Pki) -> None:
+    """Polls of 1 ms each still connect a consumer through TLS and SCRAM (a handshake
+    of tens of ms): a poll's deadline bounds its connects, but a connect cut short
+    starts again from nothing, so a bound cutting every one would never read."""
+    from kproto import Admin, Consumer, Producer
+
+    settings = {"bootstrap.servers": chain.bootstrap, **java_settings(pki)}
+    topic = "stores-short-polls"
+    with Admin(settings) as admin:
+        admin.create_topics({topic: 1}, exist_ok=True)
+    with Producer(settings) as producer:
+        producer.send(topic, b"in 1 ms polls", partition=0).result(30)
+    with Consumer({**settings, "auto.offset.reset": "earliest"}) as consumer:
+        consumer.assign([(topic, 0)])
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got = consumer.poll(1)
+    assert [r.value for r in got] == [b"in 1 ms polls"]
 
 
 @pytest.mark.broker

@@ -84,6 +84,12 @@ def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+#: :meth:`BrokerConnection.bounded` leaves a wait at least this many times the
+#: broker's last handshake, and at least BOUND_MIN seconds.
+BOUND_FLOOR = 4
+BOUND_MIN = 0.05
+
+
 class BrokerConnection:
     """A blocking connection to one broker, with ApiVersions negotiation.
 
@@ -126,12 +132,16 @@ class BrokerConnection:
         self.reauthentications = 0
         #: this broker's request metrics (kproto.net.node_metrics; None: not recorded)
         self.metrics: NodeSensors | None = None
+        #: How long a connect (socket, TLS, ApiVersions, SASL) took, by address: shared
+        #: by a client's connections (Cluster.new_connection), for :meth:`bounded`.
+        self.handshakes: dict[str, float] = {}
 
     # -- lifecycle
 
     def connect(self) -> BrokerConnection:
         """Open the socket and negotiate versions (idempotent)."""
         if self._sock is None:
+            began = time.monotonic()
             self._open()
             try:
                 self._negotiate()
@@ -140,19 +150,30 @@ class BrokerConnection:
             except BaseException:
                 self.close()
                 raise
+            self.handshakes[self.address] = time.monotonic() - began
         return self
 
     @contextmanager
     def bounded(self, deadline: float | None) -> Iterator[BrokerConnection]:
         """Within this block, connecting and each request end by ``deadline`` (a
-        ``time.monotonic()`` value) at the latest, not after the whole connect and
-        request timeouts: a caller with a timeout of its own (a poll) is not held
-        by a broker that accepts connections and never answers. None: no bound."""
-        if deadline is None:
+        ``time.monotonic()`` value), not after the whole connect and request
+        timeouts: a caller with a timeout of its own (a poll) is not held by a
+        broker that accepts connections and never answers. None: no bound.
+
+        A connect (or request) cut short starts again from nothing, so the bound
+        never cuts below what a handshake is known to need: each wait gets at
+        least ``BOUND_FLOOR`` times the last handshake with this address (or with
+        the client's slowest other one; at least ``BOUND_MIN`` s) - a silent
+        broker holds a poll that much longer - and a client's first connect of all
+        keeps the connect timeout (nothing is known yet: a slow TLS + SASL
+        handshake would be cut on every short poll, for ever)."""
+        shakes = self.handshakes
+        known = shakes.get(self.address, max(shakes.values(), default=None))
+        if deadline is None or (known is None and self._sock is None):
             yield self
             return
         saved = self.timeout, self.connect_timeout
-        left = max(0.001, deadline - time.monotonic())
+        left = max(deadline - time.monotonic(), BOUND_FLOOR * (known or 0.0), BOUND_MIN)
         self.timeout, self.connect_timeout = min(self.timeout, left), \
             min(self.connect_timeout, left)
         try:

@@ -195,6 +195,8 @@ class Cluster:
         #: Topics whose metadata is maintained (None: every topic).
         self.topics: set[str] = set()
         self._connections: dict[int, BrokerConnection] = {}
+        #: each address's last handshake duration, shared by this client's connections
+        self._handshakes: dict[str, float] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._stale = True
         self._closed = False
@@ -213,6 +215,7 @@ class Cluster:
             timeout=self.request_timeout if timeout is None else timeout,
             connect_timeout=self.connect_timeout, max_response_bytes=self.max_response_bytes,
             ssl_context=self.ssl_context, sasl=self.sasl)
+        conn.handshakes = self._handshakes      # (what bounded() may cut: by address)
         if self.metrics is not None:
             conn.metrics = node_sensors(self.metrics, node_id)
         return conn
