@@ -733,9 +733,10 @@ def test_silent_broker_times_out_with_a_clear_error():
     t.start()
     try:
         start = time.monotonic()
-        with pytest.raises((KafkaTimeoutError, KafkaConnectionError), match="answer|time"):
-            Admin(bootstrap_servers=f"127.0.0.1:{server.getsockname()[1]}",
-                  request_timeout_ms=1000).describe_cluster()
+        with Admin(bootstrap_servers=f"127.0.0.1:{server.getsockname()[1]}",
+                   request_timeout_ms=1000) as admin, \
+                pytest.raises((KafkaTimeoutError, KafkaConnectionError), match="answer|time"):
+            admin.describe_cluster()
         assert time.monotonic() - start < 8
     finally:
         stop.set()
