@@ -17,6 +17,7 @@ that suggests the closest known key.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -408,6 +409,14 @@ SECRET_OPTIONS = frozenset({
 #: printed (the CLI, a ConfigEntry's repr).
 SECRET_NAME = re.compile(r"password|secret|token|jaas|credential|key[._]pem|keystore[._]key|"
                          r"keydata", re.IGNORECASE)
+
+
+def check_poll_timeout(timeout_ms: Any) -> None:  # noqa: ANN401 - any value a caller passed
+    """A poll's ``timeout_ms`` checked (every consumer's, blocking and asyncio): a
+    number of milliseconds >= 0, not infinite; ConfigError otherwise."""
+    if not isinstance(timeout_ms, (int, float)) or not 0 <= timeout_ms < math.inf:
+        raise ConfigError(f"poll timeout_ms must be a number of milliseconds >= 0, "
+                          f"not {timeout_ms!r}")
 
 
 def is_secret_name(name: str) -> bool:

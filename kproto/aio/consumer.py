@@ -33,9 +33,9 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..columns import Record
+from ..config import check_poll_timeout
 from ..consumer.consumer import Consumer
 from ..consumer.fetch_buffer import Collected
-from ..errors import ConfigError
 from ..structs import TopicPartition, as_tp
 from .driver import AsyncioDriver
 from .held import next_held, take_held
@@ -288,9 +288,7 @@ class AIOConsumer:
     async def _collect(self, timeout_ms: float, max_records: int | None) -> Collected:
         consumer = self._consumer
         consumer._check_open()
-        if not isinstance(timeout_ms, (int, float)) or not 0 <= timeout_ms < math.inf:
-            raise ConfigError(f"poll timeout_ms must be a number of milliseconds >= 0, "
-                              f"not {timeout_ms!r}")
+        check_poll_timeout(timeout_ms)
         # a turn of the loop first: a poll served from the fetch buffer would not
         # suspend, and a task reading a backlog would keep every other task waiting
         deadline = time.monotonic() + timeout_ms / 1000

@@ -19,15 +19,15 @@ after a cancelled one waits for it only until its own deadline, as
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..config import check_poll_timeout
 from ..consumer.share import ShareConsumer
 from ..consumer.share_buffer import ShareCollected
-from ..errors import ConfigError, IllegalStateError
+from ..errors import IllegalStateError
 from .driver import AsyncioDriver
 from .held import next_held, take_held
 from .locks import Serial
@@ -150,9 +150,7 @@ class AIOShareConsumer:
     async def _collect(self, timeout_ms: float, max_records: int | None) -> ShareCollected:
         c = self._consumer
         c._check_open()
-        if not isinstance(timeout_ms, (int, float)) or not 0 <= timeout_ms < math.inf:
-            raise ConfigError(f"poll timeout_ms must be a number of milliseconds >= 0, "
-                              f"not {timeout_ms!r}")
+        check_poll_timeout(timeout_ms)
         if c._member is None:
             raise IllegalStateError("the share consumer is not subscribed to any topics")
         deadline = time.monotonic() + timeout_ms / 1000

@@ -23,14 +23,13 @@ convenience. :meth:`Consumer.subscribe` joins a consumer group (see
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..columns import Record, RecordColumns
-from ..config import resolve
+from ..config import check_poll_timeout, resolve
 from ..errors import (
     ConfigError,
     IllegalStateError,
@@ -270,9 +269,7 @@ class Consumer:
     def _collect(self, timeout_ms: int, max_records: int | None) -> Collected:
         """The body of every poll: :meth:`_poll_steps` run by the consumer's driver."""
         self._check_open()
-        if not isinstance(timeout_ms, (int, float)) or not 0 <= timeout_ms < math.inf:
-            raise ConfigError(f"poll timeout_ms must be a number of milliseconds >= 0, "
-                              f"not {timeout_ms!r}")
+        check_poll_timeout(timeout_ms)
         return self._driver.run(self._poll_steps(time.monotonic() + timeout_ms / 1000,
                                                  max_records))
 

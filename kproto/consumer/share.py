@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -44,7 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ..config import SHARE_CONSUMER, resolve
+from ..config import SHARE_CONSUMER, check_poll_timeout, resolve
 from ..errors import ConfigError, IllegalStateError, KprotoError
 from ..metrics import MetricName
 from ..net.cluster import Cluster
@@ -197,9 +196,7 @@ class ShareConsumer:
 
     def _collect(self, timeout_ms: int, max_records: int | None) -> ShareCollected:
         self._check_open()
-        if not isinstance(timeout_ms, (int, float)) or not 0 <= timeout_ms < math.inf:
-            raise ConfigError(f"poll timeout_ms must be a number of milliseconds >= 0, "
-                              f"not {timeout_ms!r}")
+        check_poll_timeout(timeout_ms)
         if self._member is None:
             raise IllegalStateError("the share consumer is not subscribed to any topics")
         self._check_acknowledged()
