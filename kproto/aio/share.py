@@ -120,12 +120,7 @@ class AIOShareConsumer:
             start = len(c._sessions.results)
             wait = c._cluster.request_timeout if timeout_ms is None else timeout_ms / 1000
             await self._driver.run(c._sessions.acknowledge(time.monotonic() + wait))
-            out: dict[Any, BaseException | None] = {}
-            for r in c._sessions.results[start:]:
-                if out.get(r.tp) is None:
-                    out[r.tp] = r.error
-            c._report()
-            return out
+            return c._acknowledged(start)
 
     async def commit_async(self) -> None:
         """Send the acknowledgements now without waiting for the answers."""

@@ -400,6 +400,11 @@ class ShareConsumer:
         start = len(self._sessions.results)
         wait = self._cluster.request_timeout if timeout_ms is None else timeout_ms / 1000
         self._driver.run(self._sessions.acknowledge(time.monotonic() + wait))
+        return self._acknowledged(start)
+
+    def _acknowledged(self, start: int) -> dict[TopicPartition, BaseException | None]:
+        """commit_sync's answer (the metrics reported): each partition among the
+        acknowledgement results from ``start`` on, with the error that failed it or None."""
         out: dict[TopicPartition, BaseException | None] = {}
         for r in self._sessions.results[start:]:
             if out.get(r.tp) is None:
