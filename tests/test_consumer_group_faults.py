@@ -44,12 +44,7 @@ PARTITIONS = 4
 def mock() -> Iterator[MockCluster]:
     """A mock whose KIP-848 groups heartbeat every 100 ms and expire after 3 s."""
     with MockCluster(3) as cluster:
-        lib, handle = cluster._mock_api()
-        for name, value in (("session_timeout_ms", 3000), ("heartbeat_interval_ms", 100)):
-            fn = getattr(lib, f"rd_kafka_mock_set_group_consumer_{name}")
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            fn.restype = None
-            fn(handle, value)
+        cluster.set_group_consumer_timeouts(3000, 100)
         yield cluster
 
 

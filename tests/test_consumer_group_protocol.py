@@ -10,7 +10,6 @@ bounded loop of polls.
 
 from __future__ import annotations
 
-import ctypes
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,13 +28,7 @@ SESSION_MS = 3000
 @pytest.fixture(scope="module")
 def mock() -> Iterator[MockCluster]:
     with MockCluster(3) as cluster:
-        lib, handle = cluster._mock_api()
-        for name, value in (("session_timeout_ms", SESSION_MS),
-                            ("heartbeat_interval_ms", 100)):
-            fn = getattr(lib, f"rd_kafka_mock_set_group_consumer_{name}")
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            fn.restype = None
-            fn(handle, value)
+        cluster.set_group_consumer_timeouts(SESSION_MS, 100)
         yield cluster
 
 

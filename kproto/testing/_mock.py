@@ -222,6 +222,22 @@ class MockCluster:
             fn.argtypes = [ctypes.c_void_p, ctypes.c_int64]
             fn(mock, push_interval_ms)
 
+    def set_group_consumer_timeouts(self, session_timeout_ms: int,
+                                    heartbeat_interval_ms: int) -> None:
+        """KIP-848 consumer groups: the session timeout and heartbeat interval the
+        mock gives its members (``rd_kafka_mock_set_group_consumer_session_timeout_ms``
+        / ``_heartbeat_interval_ms``)."""
+        import ctypes
+
+        with self._lock:
+            lib, mock = self._mock_api()
+            for name, value in (("session_timeout_ms", session_timeout_ms),
+                                ("heartbeat_interval_ms", heartbeat_interval_ms)):
+                fn = getattr(lib, f"rd_kafka_mock_set_group_consumer_{name}")
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_int]
+                fn.restype = None
+                fn(mock, value)
+
     def start_request_tracking(self) -> None:
         """Record every request the brokers get from now on (see :meth:`requests`)."""
         import ctypes
