@@ -118,6 +118,12 @@ class GroupMember:
         """The connections with an answer this member waits for (none by default)."""
         return []
 
+    @property
+    def rebalancing(self) -> bool:
+        """A rebalance this member runs from the polling thread is due or under way
+        (the classic protocol's join; never for protocols whose broker assigns)."""
+        return False
+
     def record_poll(self) -> None:
         """The application polled now (``max_poll_interval_ms``)."""
 
@@ -135,7 +141,7 @@ class GroupMember:
             return False
         if self._joined and self.cluster.needs_refresh:
             return True                 # the subscribed topics' metadata checked
-        return bool(getattr(self, "rebalancing", False)) and not self.waiting_on()
+        return self.rebalancing and not self.waiting_on()
 
     def _leave(self) -> None:
         """Stop heartbeats and leave the group (best effort)."""
